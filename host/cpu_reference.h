@@ -1,0 +1,47 @@
+// The CPU reference selector: DESIGN section 2 in plain C++, the specification every GPU path
+// is tested against. Each function is one step of the selector on host memory.
+#pragma once
+
+#include <stdint.h>
+
+#include <vector>
+
+#include "dfsel/dfsel.h"
+#include "kernels/common/order.cuh"
+#include "kernels/common/selector_math.cuh"
+
+namespace dfsel::ref {
+
+// Selected row s of a step maps to logits/hidden row
+//   (s / group_rows) * group_stride + group_offset + s % group_rows.
+// A selector step uses group_rows = L, group_stride = block_size, group_offset = 1.
+struct RowMap {
+  int32_t group_rows;
+  int32_t group_stride;
+  int32_t group_offset;
+};
+
+inline int64_t map_row(RowMap m, int64_t s) {
+  return (s / m.group_rows) * m.group_stride + m.group_offset + s % m.group_rows;
+}
+
+// Top-K of each selected row of a logits shard {n_cols, *} (F32, F16, BF16), ids offset by
+// id_offset, in candidate order. out: [n_rows][k]. Requires k <= n_cols.
+void shard_topk(const dfsel_tensor& logits, RowMap map, int32_t n_rows, int32_t k,
+                int64_t id_offset, CandRec* out);
+
+// Global top-K of the S lists of K records each (recs: S*K records of one row). out: [k].
+void merge_candidates(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* out);
+
+// g[s][r] = sum_e w_h[r][e] * h[row(s)][e] for selected rows; w_h {n_embd, R}.
+void gate(const dfsel_tensor& w_h, const dfsel_tensor& hidden, RowMap map, int32_t n_rows,
+          float* g);
+
+// One codebook row (R elements as stored) as floats.
+void load_row(const void* row, dfsel_type type, int32_t r, float* out);
+
+// S[i][j] = u[j] + sum_r eprev[i][r] * g[r] * enext[j][r], r in order, for n_prev rows i.
+void score_lattice(const float* eprev_rows, int32_t n_prev, const float* g,
+                   const float* enext_rows, const float* u, int32_t k, int32_t r, float* s);
+
+}  // namespace dfsel::ref

@@ -1,0 +1,168 @@
+/* dfsel: the DFlash2 candidate selector on a vocabulary split across GPUs.
+ *
+ * The whole public C ABI. Every call returns a dfsel_status; failures carry a message that
+ * names the argument and its value (dfsel_plan_last_error, or the msg buffer of create).
+ * The library keeps no global state, never prints, never exits.
+ *
+ * Shapes follow ggml: ne[0] is the contiguous axis, nb[] are strides in bytes.
+ *   logits  {V_shard, n_tokens}     hidden  {n_embd, n_tokens}
+ *   e_prev  {R, V or V_shard}       e_next  {R, V or V_shard}      w_h {n_embd, R}
+ * n_tokens = n_blocks * block_size; row 0 of every block is the anchor position and is not
+ * read. Native outputs are indexed by drafted row d = b * L + (p - 1), L = block_size - 1.
+ */
+#ifndef DFSEL_DFSEL_H
+#define DFSEL_DFSEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DFSEL_VERSION_MAJOR 0
+#define DFSEL_VERSION_MINOR 1
+#define DFSEL_VERSION_PATCH 0
+#define DFSEL_VERSION (DFSEL_VERSION_MAJOR * 10000 + DFSEL_VERSION_MINOR * 100 + DFSEL_VERSION_PATCH)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define DFSEL_API __declspec(dllexport)
+#else
+#define DFSEL_API __attribute__((visibility("default")))
+#endif
+
+typedef enum dfsel_status {
+  DFSEL_SUCCESS = 0,
+  DFSEL_INVALID_ARGUMENT = 1, /* a null pointer, a bad shape, a bad value */
+  DFSEL_UNSUPPORTED = 2,      /* a type or feature this build or backend does not have */
+  DFSEL_OUT_OF_MEMORY = 3,
+  DFSEL_CUDA_ERROR = 4,
+  DFSEL_NCCL_ERROR = 5,
+  DFSEL_IO_ERROR = 6,     /* a file could not be opened or mapped */
+  DFSEL_FORMAT_ERROR = 7, /* a malformed file */
+  DFSEL_NO_DEVICE = 8,    /* the CUDA backend was asked for and no GPU is present */
+  DFSEL_INTERNAL_ERROR = 9
+} dfsel_status;
+
+/* Element types; the numbers are ggml's type ids. */
+typedef enum dfsel_type {
+  DFSEL_TYPE_F32 = 0,
+  DFSEL_TYPE_F16 = 1,
+  DFSEL_TYPE_Q8_0 = 8,
+  DFSEL_TYPE_Q4_K = 12,
+  DFSEL_TYPE_Q6_K = 14,
+  DFSEL_TYPE_BF16 = 30
+} dfsel_type;
+
+typedef enum dfsel_backend {
+  DFSEL_BACKEND_AUTO = 0, /* CUDA when built with it and a GPU is present, else CPU */
+  DFSEL_BACKEND_CPU = 1,
+  DFSEL_BACKEND_CUDA = 2
+} dfsel_backend;
+
+typedef enum dfsel_placement {
+  DFSEL_CODEBOOKS_REPLICATED = 0, /* every rank holds e_prev/e_next for all of [0, V) */
+  DFSEL_CODEBOOKS_SHARDED = 1     /* each rank holds the rows of its own vocabulary range */
+} dfsel_placement;
+
+/* A ggml-style tensor view. Memory is host memory for the CPU backend, device memory for CUDA. */
+typedef struct dfsel_tensor {
+  const void* data;
+  dfsel_type type;
+  int64_t ne[4];
+  size_t nb[4];
+} dfsel_tensor;
+
+typedef struct dfsel_config {
+  int64_t n_vocab;     /* V */
+  int64_t n_embd;      /* width of the hidden states (and of llama.cpp's packed rows) */
+  int32_t rank;        /* R, the codebook rank */
+  int32_t top_k;       /* K */
+  int32_t block_size;  /* anchor + L drafted positions */
+  float logit_scale;   /* m > 0; 0 means 1 */
+  float softcap;       /* c; <= 0 disables */
+  int32_t max_blocks;  /* capacity: the most blocks one run may carry */
+} dfsel_config;
+
+typedef struct dfsel_shard {
+  int32_t rank;    /* this shard's index, 0..n_ranks-1 */
+  int32_t n_ranks; /* S */
+  int64_t v_begin; /* this shard owns token ids [v_begin, v_end) */
+  int64_t v_end;
+} dfsel_shard;
+
+typedef struct dfsel_plan_desc {
+  dfsel_config config;
+  dfsel_shard shard;
+  dfsel_backend backend;
+  int32_t device;            /* CUDA device ordinal (CUDA backend) */
+  dfsel_placement placement;
+  dfsel_tensor e_prev;       /* {R, V} replicated, {R, v_end - v_begin} sharded */
+  dfsel_tensor e_next;
+  dfsel_tensor w_h;          /* {n_embd, R}, replicated */
+  void* nccl_comm;           /* an ncclComm_t owned by the caller, or NULL (in-process exchange) */
+  void* workspace;           /* optional caller-owned workspace; NULL: the plan allocates it */
+  size_t workspace_bytes;
+} dfsel_plan_desc;
+
+typedef struct dfsel_inputs {
+  dfsel_tensor logits;     /* {v_end - v_begin, n_blocks * block_size}: F32, F16 or BF16 */
+  dfsel_tensor hidden;     /* {n_embd, n_blocks * block_size}: F32, F16 or BF16 */
+  const int32_t* anchors;  /* [n_blocks], same memory space as the tensors */
+  int32_t n_blocks;
+  float temperature;       /* <= 0: greedy walk; > 0: sampling walk */
+  float p_min;             /* 0 disables the cut */
+  uint64_t seed;           /* sampling: draws keyed by (seed, block, position) */
+} dfsel_inputs;
+
+/* Every pointer is optional (NULL: not written) except path and n_emitted. */
+typedef struct dfsel_outputs {
+  int32_t* cand_ids;   /* [n_blocks * L][K] global token ids */
+  float* unary;        /* [n_blocks * L][K] transformed logits */
+  float* scores;       /* [n_blocks * L][K][K]; at p = 1 every predecessor row repeats the anchor's */
+  float* q;            /* [n_blocks * L][K] sampling distribution used at each step (sampling only) */
+  int32_t* path;       /* [n_blocks][L] drafted tokens, -1 after the last emitted one */
+  int32_t* n_emitted;  /* [n_blocks] */
+  float* packed;       /* llama.cpp packed lattice rows: n_blocks * block_size rows of n_embd floats */
+  size_t packed_row_stride; /* bytes between packed rows; 0 means n_embd * 4 */
+} dfsel_outputs;
+
+typedef struct dfsel_plan dfsel_plan;
+
+DFSEL_API const char* dfsel_status_string(dfsel_status status);
+DFSEL_API const char* dfsel_type_name(dfsel_type type);
+DFSEL_API int dfsel_version(void);
+
+/* Whether this build has the CUDA backend and how many GPUs it sees (0 without CUDA). */
+DFSEL_API dfsel_status dfsel_cuda_device_count(int* count);
+
+/* Workspace a plan with this description needs (for desc->workspace). */
+DFSEL_API dfsel_status dfsel_workspace_size(const dfsel_plan_desc* desc, size_t* bytes,
+                                            char* msg, size_t msg_len);
+
+/* Validates and sets up. msg (may be NULL) receives the reason of a failure. */
+DFSEL_API dfsel_status dfsel_plan_create(const dfsel_plan_desc* desc, dfsel_plan** plan,
+                                         char* msg, size_t msg_len);
+DFSEL_API dfsel_status dfsel_plan_destroy(dfsel_plan* plan);
+DFSEL_API dfsel_backend dfsel_plan_backend(const dfsel_plan* plan);
+DFSEL_API const char* dfsel_plan_last_error(const dfsel_plan* plan);
+
+/* One selector step for a plan whose exchange needs no peers in this call: n_ranks == 1 or an
+ * NCCL communicator. CUDA: stream is a cudaStream_t; the call only enqueues work. */
+DFSEL_API dfsel_status dfsel_plan_run(dfsel_plan* plan, const dfsel_inputs* in,
+                                      const dfsel_outputs* out, void* stream);
+
+/* One step for several shards driven from this thread: every rank of one group (in-process
+ * exchange), or this process's ranks of an NCCL group (the all-gathers are grouped). */
+DFSEL_API dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in,
+                                       const dfsel_outputs* out, void* const* streams);
+
+/* Waits for the plan's last run and reports errors found on the device (anchor ids out of
+ * range). A run never blocks the host; this call does. */
+DFSEL_API dfsel_status dfsel_plan_check(dfsel_plan* plan, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DFSEL_DFSEL_H */

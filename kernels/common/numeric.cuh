@@ -1,0 +1,106 @@
+// Element types read as stored (DESIGN section 2: codebooks F32, F16, BF16, Q8_0).
+#pragma once
+
+#include <stdint.h>
+#include <string.h>
+
+#include "dfsel/dfsel.h"
+#include "hd.cuh"
+
+namespace dfsel {
+
+constexpr int kQ8Block = 32;  // ggml Q8_0: 32 int8 values sharing one f16 scale
+
+struct BlockQ8_0 {
+  uint16_t d;  // f16 scale
+  int8_t qs[kQ8Block];
+};
+static_assert(sizeof(BlockQ8_0) == 34, "ggml's Q8_0 block is 34 bytes");
+
+DFSEL_HD float bits_to_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+DFSEL_HD uint32_t float_to_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+// IEEE half to float, exact, bit-level so host and device agree without intrinsics.
+DFSEL_HD float f16_to_float(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  if (exp == 0x1f) return bits_to_float(sign | 0x7f800000u | (man << 13));
+  if (exp != 0) return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
+  if (man == 0) return bits_to_float(sign);
+  int e = -1;  // subnormal: normalise
+  do {
+    ++e;
+    man <<= 1;
+  } while ((man & 0x400u) == 0);
+  return bits_to_float(sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13));
+}
+
+DFSEL_HD float bf16_to_float(uint16_t b) { return bits_to_float((uint32_t)b << 16); }
+
+// Round to nearest even; used by tests and fixtures to make stored values.
+DFSEL_HD uint16_t float_to_bf16(float f) {
+  uint32_t u = float_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+DFSEL_HD uint16_t float_to_f16(float f) {
+  const uint32_t u = float_to_bits(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t au = u & 0x7fffffffu;
+  if (au > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+  if (au >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to inf
+  if (au < 0x38800000u) {                                      // subnormal or zero
+    if (au < 0x33000000u) return (uint16_t)sign;
+    const uint32_t e = au >> 23;
+    const uint32_t man = (au & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126u - e;  // value = man * 2^(e - 150), in units of 2^-24
+    uint32_t q = man >> shift;
+    const uint32_t rest = man & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (q & 1u))) ++q;
+    return (uint16_t)(sign | q);
+  }
+  uint32_t h = ((au - 0x38000000u) >> 13);
+  const uint32_t rest = au & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return (uint16_t)(sign | h);
+}
+
+// Bytes of one row of n elements (n a multiple of 32 for Q8_0).
+DFSEL_HD size_t row_bytes(dfsel_type t, int64_t n) {
+  switch (t) {
+    case DFSEL_TYPE_F32: return (size_t)n * 4;
+    case DFSEL_TYPE_F16:
+    case DFSEL_TYPE_BF16: return (size_t)n * 2;
+    case DFSEL_TYPE_Q8_0: return (size_t)(n / kQ8Block) * sizeof(BlockQ8_0);
+    default: return 0;
+  }
+}
+
+// Element i of a row stored as t, as float. Dequantisation of Q8_0 is d * q, in float.
+DFSEL_HD float load_elem(const void* row, dfsel_type t, int64_t i) {
+  switch (t) {
+    case DFSEL_TYPE_F32: return ((const float*)row)[i];
+    case DFSEL_TYPE_F16: return f16_to_float(((const uint16_t*)row)[i]);
+    case DFSEL_TYPE_BF16: return bf16_to_float(((const uint16_t*)row)[i]);
+    case DFSEL_TYPE_Q8_0: {
+      const BlockQ8_0* b = (const BlockQ8_0*)row + i / kQ8Block;
+      return f16_to_float(b->d) * (float)b->qs[i % kQ8Block];
+    }
+    default: return 0.0f;
+  }
+}
+
+}  // namespace dfsel

@@ -1,0 +1,42 @@
+// shard_topk: per selected row of a logits shard, the top-K with global ids, one pass over
+// the logits (DESIGN section 3, step 1). Rows of few rows are split over many blocks and the
+// partial lists merged by the last block of each row; the output is in candidate order.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "dfsel/dfsel.h"
+#include "kernels/common/order.cuh"
+
+namespace dfsel::cuda {
+
+struct RowMapDev {  // same meaning as ref::RowMap
+  int32_t group_rows;
+  int32_t group_stride;
+  int32_t group_offset;
+};
+
+struct ShardTopKArgs {
+  const void* logits;   // row-strided, F32 / F16 / BF16
+  dfsel_type type;
+  int64_t n_cols;       // >= k
+  size_t row_stride;    // bytes between logits rows (ggml nb[1])
+  RowMapDev map;
+  int32_t n_rows;       // selected rows
+  int32_t k;            // 1..kMaxTopK
+  int64_t id_offset;    // global id of column 0 (v_begin)
+  CandRec* out;         // row s's list at out + s * out_stride, k records in candidate order
+  size_t out_stride;    // in records
+  void* scratch;        // shard_topk_scratch_bytes; zeroed once at set-up, left reusable
+};
+
+constexpr int kMaxTopK = 64;
+
+// Scratch for up to n_rows x n_cols on a device with num_sms multiprocessors.
+size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms);
+
+// Enqueues the selection on stream; never allocates, never synchronises; graph-capturable.
+cudaError_t shard_topk(const ShardTopKArgs& args, int num_sms, cudaStream_t stream);
+
+}  // namespace dfsel::cuda
