@@ -8,6 +8,7 @@
 
 #include "dfsel/dfsel.h"
 #include "kernels/common/order.cuh"
+#include "kernels/common/philox.cuh"
 #include "kernels/common/selector_math.cuh"
 
 namespace dfsel::ref {
@@ -43,5 +44,21 @@ void load_row(const void* row, dfsel_type type, int32_t r, float* out);
 // S[i][j] = u[j] + sum_r eprev[i][r] * g[r] * enext[j][r], r in order, for n_prev rows i.
 void score_lattice(const float* eprev_rows, int32_t n_prev, const float* g,
                    const float* enext_rows, const float* u, int32_t k, int32_t r, float* s);
+
+}  // namespace dfsel::ref
+
+namespace dfsel::ref {
+
+// merge_candidates that also reports where each winner came from: src[j] is its index in recs.
+void merge_candidates_src(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* out,
+                          int32_t* src);
+
+// The walk of one block over its L lattices (DESIGN section 2): lattice [L][K][K], cands [L][K].
+// Greedy when temperature <= 0, else sampling with philox_uniform(seed, block, p). q (optional)
+// receives the distribution used at each step, zeros after a stop. path [L] (-1 after the last
+// emitted token).
+void walk_block(const float* lattice, const CandRec* cands, int32_t L, int32_t k,
+                float temperature, float p_min, uint64_t seed, uint32_t block, int32_t* path,
+                int32_t* n_emitted, float* q);
 
 }  // namespace dfsel::ref

@@ -46,7 +46,7 @@ DFSEL_HD ExchangeLayout make_exchange_layout(int k, int n_blocks, int block_size
   return l;
 }
 
-DFSEL_HD CandRec* layout_cands(const ExchangeLayout& l, void* base) { return (CandRec*)base; }
+DFSEL_HD CandRec* layout_cands(const ExchangeLayout&, void* base) { return (CandRec*)base; }
 
 // which = 0: e_prev row, 1: e_next row of local candidate (d, j).
 DFSEL_HD uint8_t* layout_row(const ExchangeLayout& l, void* base, int d, int j, int which) {

@@ -38,17 +38,21 @@ DFSEL_HD float row_max(const float* s, int k) {
   return m;
 }
 
-// softmax(s / temp)[j], accumulated in j order. Returns 0 for NaN scores.
+// exp((s - m) / temp) for one score against the row maximum m. NaN weighs nothing; when the
+// maximum is +inf the mass is shared by the +inf scores alone.
+DFSEL_HD float softmax_weight(float s, float m, float temp) {
+  if (s != s) return 0.0f;
+  if (m == INFINITY) return s == INFINITY ? 1.0f : 0.0f;
+  return expf((s - m) / temp);
+}
+
+// softmax(s / temp)[j], accumulated in j order; uniform when every score is -inf or NaN.
 DFSEL_HD float softmax_at(const float* s, int k, float temp, int j) {
   const float m = row_max(s, k);
-  if (m == -INFINITY) return 1.0f / (float)k;  // no information: uniform
+  if (m == -INFINITY) return 1.0f / (float)k;
   float sum = 0.0f;
-  for (int i = 0; i < k; ++i) {
-    const float e = s[i] == s[i] ? expf((s[i] - m) / temp) : 0.0f;
-    sum += e;
-  }
-  const float ej = s[j] == s[j] ? expf((s[j] - m) / temp) : 0.0f;
-  return ej / sum;
+  for (int i = 0; i < k; ++i) sum += softmax_weight(s[i], m, temp);
+  return softmax_weight(s[j], m, temp) / sum;
 }
 
 // q = softmax(s / temp) written to q[0..k).
@@ -60,7 +64,7 @@ DFSEL_HD void softmax_row(const float* s, int k, float temp, float* q) {
   }
   float sum = 0.0f;
   for (int i = 0; i < k; ++i) {
-    q[i] = s[i] == s[i] ? expf((s[i] - m) / temp) : 0.0f;
+    q[i] = softmax_weight(s[i], m, temp);
     sum += q[i];
   }
   const float inv = 1.0f / sum;

@@ -1,0 +1,33 @@
+// Backend choice by workspace kind, and the answers of a build without CUDA or NCCL.
+#include "backends.h"
+
+namespace dfsel {
+
+Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes) {
+  if (kind == DFSEL_BACKEND_CUDA) return cuda_workspace_bytes(desc, shape, bytes);
+  *bytes = cpu_workspace_bytes(desc, shape);
+  return Status::success();
+}
+
+#if !defined(DFSEL_WITH_CUDA)
+Status make_cuda_backend(const dfsel_plan_desc&, const PlanShape&, std::unique_ptr<Backend>*) {
+  return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
+}
+Status cuda_workspace_bytes(const dfsel_plan_desc&, const PlanShape&, size_t*) {
+  return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
+}
+Status cuda_device_count(int* n) {
+  *n = 0;
+  return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
+}
+#endif
+
+#if !defined(DFSEL_WITH_NCCL)
+Status make_nccl_exchange(const dfsel_plan_desc&, std::unique_ptr<Exchange>*) {
+  return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but this build of dfsel has no NCCL exchange");
+}
+Status exchange_group_begin() { return Status::success(); }
+Status exchange_group_end() { return Status::success(); }
+#endif
+
+}  // namespace dfsel

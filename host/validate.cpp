@@ -1,0 +1,154 @@
+#include "validate.h"
+
+#include <cinttypes>
+#include <cmath>
+
+#include "kernels/common/numeric.cuh"
+#include "kernels/shard_topk_limits.h"
+
+namespace dfsel {
+
+namespace {
+
+bool is_float_type(dfsel_type t) {
+  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16;
+}
+
+bool is_weight_type(dfsel_type t) { return is_float_type(t) || t == DFSEL_TYPE_Q8_0; }
+
+size_t elem_bytes(dfsel_type t) {
+  switch (t) {
+    case DFSEL_TYPE_F32: return 4;
+    case DFSEL_TYPE_F16:
+    case DFSEL_TYPE_BF16: return 2;
+    case DFSEL_TYPE_Q8_0: return sizeof(BlockQ8_0);  // ggml: nb[0] is the block size
+    default: return 0;
+  }
+}
+
+// A 2-D ggml tensor {ne0, >= ne1} of an accepted type with rows of at least ne0 elements.
+Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_t ne0,
+                    int64_t ne1_min, bool exact_ne1) {
+  if (!t.data) return fail(DFSEL_INVALID_ARGUMENT, "%s.data is NULL", name);
+  if (weight ? !is_weight_type(t.type) : !is_float_type(t.type))
+    return fail(DFSEL_UNSUPPORTED, "%s.type = %d (%s) is not supported here; use %s", name,
+                (int)t.type, dfsel_type_name(t.type), weight ? "F32, F16, BF16 or Q8_0" : "F32, F16 or BF16");
+  if (t.ne[0] != ne0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[0] = %" PRId64 ", expected %" PRId64, name, t.ne[0], ne0);
+  if (exact_ne1 ? t.ne[1] != ne1_min : t.ne[1] < ne1_min)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[1] = %" PRId64 ", expected %s%" PRId64, name, t.ne[1],
+                exact_ne1 ? "" : "at least ", ne1_min);
+  if ((t.ne[2] != 1 && t.ne[2] != 0) || (t.ne[3] != 1 && t.ne[3] != 0))
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[2..3] = {%" PRId64 ", %" PRId64 "}, expected 1", name,
+                t.ne[2], t.ne[3]);
+  if (t.type == DFSEL_TYPE_Q8_0 && ne0 % kQ8Block != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s is Q8_0 but ne[0] = %" PRId64 " is not a multiple of 32",
+                name, ne0);
+  if (t.nb[0] != elem_bytes(t.type))
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[0] = %zu, expected %zu for %s (rows must be contiguous)",
+                name, t.nb[0], elem_bytes(t.type), dfsel_type_name(t.type));
+  const size_t rb = row_bytes(t.type, ne0);
+  if (t.nb[1] < rb)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is smaller than one row (%zu bytes)", name, t.nb[1], rb);
+  if (t.nb[1] % elem_bytes(t.type) != 0 && t.type != DFSEL_TYPE_Q8_0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is not a multiple of the element size %zu", name,
+                t.nb[1], elem_bytes(t.type));
+  if (reinterpret_cast<uintptr_t>(t.data) % (t.type == DFSEL_TYPE_F32 ? 4 : 2) != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.data = %p is not aligned to its element", name, t.data);
+  return Status::success();
+}
+
+}  // namespace
+
+size_t tensor_row_bytes(dfsel_type t, int64_t n) { return row_bytes(t, n); }
+
+Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
+  if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
+  const dfsel_config& c = desc->config;
+  const dfsel_shard& s = desc->shard;
+  if (c.n_vocab <= 0 || c.n_vocab > INT32_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_vocab = %" PRId64 " must be in [1, 2^31)", c.n_vocab);
+  if (c.n_embd <= 0) return fail(DFSEL_INVALID_ARGUMENT, "config.n_embd = %" PRId64 " must be positive", c.n_embd);
+  if (c.rank <= 0 || c.rank > kMaxRank)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.rank = %d must be in [1, %d]", c.rank, kMaxRank);
+  if (c.top_k < 1 || c.top_k > kMaxTopKLimit)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d must be in [1, %d]", c.top_k, kMaxTopKLimit);
+  if (c.block_size < 2 || c.block_size > 1024)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.block_size = %d must be in [2, 1024]", c.block_size);
+  if (!(c.logit_scale >= 0.0f) || !std::isfinite(c.logit_scale))
+    return fail(DFSEL_INVALID_ARGUMENT, "config.logit_scale = %g must be finite and > 0 (0 means 1)", c.logit_scale);
+  if (!std::isfinite(c.softcap))
+    return fail(DFSEL_INVALID_ARGUMENT, "config.softcap = %g must be finite", c.softcap);
+  if (c.max_blocks < 1)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d must be at least 1", c.max_blocks);
+  if (s.n_ranks < 1) return fail(DFSEL_INVALID_ARGUMENT, "shard.n_ranks = %d must be at least 1", s.n_ranks);
+  if (s.rank < 0 || s.rank >= s.n_ranks)
+    return fail(DFSEL_INVALID_ARGUMENT, "shard.rank = %d is outside [0, %d)", s.rank, s.n_ranks);
+  if (s.v_begin < 0 || s.v_end > c.n_vocab || s.v_begin >= s.v_end)
+    return fail(DFSEL_INVALID_ARGUMENT, "shard vocabulary range [%" PRId64 ", %" PRId64 ") is not a non-empty part of [0, %" PRId64 ")",
+                s.v_begin, s.v_end, c.n_vocab);
+  if (c.top_k > s.v_end - s.v_begin)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d is larger than the shard's %" PRId64 " tokens [%" PRId64 ", %" PRId64 ")",
+                c.top_k, s.v_end - s.v_begin, s.v_begin, s.v_end);
+  if (desc->backend != DFSEL_BACKEND_AUTO && desc->backend != DFSEL_BACKEND_CPU && desc->backend != DFSEL_BACKEND_CUDA)
+    return fail(DFSEL_INVALID_ARGUMENT, "backend = %d is not a dfsel_backend", (int)desc->backend);
+  if (desc->placement != DFSEL_CODEBOOKS_REPLICATED && desc->placement != DFSEL_CODEBOOKS_SHARDED)
+    return fail(DFSEL_INVALID_ARGUMENT, "placement = %d is not a dfsel_placement", (int)desc->placement);
+  const bool sharded = desc->placement == DFSEL_CODEBOOKS_SHARDED;
+  const int64_t cb_rows = sharded ? s.v_end - s.v_begin : c.n_vocab;
+  DFSEL_TRY(check_matrix("e_prev", desc->e_prev, true, c.rank, cb_rows, true));
+  DFSEL_TRY(check_matrix("e_next", desc->e_next, true, c.rank, cb_rows, true));
+  DFSEL_TRY(check_matrix("w_h", desc->w_h, true, c.n_embd, c.rank, true));
+  if (desc->e_prev.type != desc->e_next.type)
+    return fail(DFSEL_UNSUPPORTED, "e_prev.type = %s and e_next.type = %s differ; both codebooks must share a type",
+                dfsel_type_name(desc->e_prev.type), dfsel_type_name(desc->e_next.type));
+  if (desc->e_prev.nb[1] != desc->e_next.nb[1])
+    return fail(DFSEL_INVALID_ARGUMENT, "e_prev.nb[1] = %zu and e_next.nb[1] = %zu differ", desc->e_prev.nb[1],
+                desc->e_next.nb[1]);
+  if (desc->workspace && desc->workspace_bytes == 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
+  if (shape) {
+    shape->k = c.top_k;
+    shape->R = c.rank;
+    shape->block_size = c.block_size;
+    shape->L = c.block_size - 1;
+    shape->n_vocab = c.n_vocab;
+    shape->n_embd = c.n_embd;
+    shape->v_begin = s.v_begin;
+    shape->v_end = s.v_end;
+    shape->cb_row_bytes = row_bytes(desc->e_prev.type, c.rank);
+    shape->sharded = sharded;
+  }
+  return Status::success();
+}
+
+Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_outputs* out) {
+  if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
+  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
+  const PlanShape& sh = plan.shape;
+  if (in->n_blocks < 1 || in->n_blocks > plan.desc.config.max_blocks)
+    return fail(DFSEL_INVALID_ARGUMENT, "inputs.n_blocks = %d must be in [1, config.max_blocks = %d]", in->n_blocks,
+                plan.desc.config.max_blocks);
+  const int64_t n_tokens = (int64_t)in->n_blocks * sh.block_size;
+  DFSEL_TRY(check_matrix("inputs.logits", in->logits, false, sh.v_end - sh.v_begin, n_tokens, false));
+  DFSEL_TRY(check_matrix("inputs.hidden", in->hidden, false, sh.n_embd, n_tokens, false));
+  if (!in->anchors) return fail(DFSEL_INVALID_ARGUMENT, "inputs.anchors is NULL");
+  if (!std::isfinite(in->temperature))
+    return fail(DFSEL_INVALID_ARGUMENT, "inputs.temperature = %g must be finite", in->temperature);
+  if (!(in->p_min >= 0.0f && in->p_min <= 1.0f))
+    return fail(DFSEL_INVALID_ARGUMENT, "inputs.p_min = %g must be in [0, 1]", in->p_min);
+  if (!out->path) return fail(DFSEL_INVALID_ARGUMENT, "outputs.path is NULL");
+  if (!out->n_emitted) return fail(DFSEL_INVALID_ARGUMENT, "outputs.n_emitted is NULL");
+  if (out->packed) {
+    if (sh.n_embd < (int64_t)sh.k + (int64_t)sh.k * sh.k)
+      return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed needs n_embd >= K + K*K = %d, config.n_embd = %" PRId64,
+                  sh.k + sh.k * sh.k, sh.n_embd);
+    const size_t stride = out->packed_row_stride ? out->packed_row_stride : (size_t)sh.n_embd * 4;
+    if (stride < (size_t)sh.n_embd * 4 || stride % 4 != 0)
+      return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed_row_stride = %zu must be a multiple of 4 and at least n_embd * 4 = %zu",
+                  out->packed_row_stride, (size_t)sh.n_embd * 4);
+  }
+  return Status::success();
+}
+
+}  // namespace dfsel

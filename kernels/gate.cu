@@ -1,0 +1,243 @@
+// gate: g[s][r] = sum_e W_h[r][e] * h[row(s)][e] (DESIGN section 2).
+//
+// The work is a tall-skinny product: R (~256) W_h rows against at most a few dozen hidden
+// rows per step, bounded by reading W_h once. R alone gives too few warps to keep HBM busy,
+// so the n_embd axis is split as well, over the CTAs of a thread-block cluster whose partial
+// sums meet in distributed shared memory in a fixed order (deterministic, no atomics, no
+// scratch: every rank computes bitwise the same g, DESIGN section 3).
+//
+// One CTA: 4 warps x 4 W_h rows against a tile of 16 selected rows, n_embd streamed in chunks
+// of 256 elements (8 per lane, 16-byte loads). The hidden chunk is converted to float in
+// shared memory once and read by the 4 warps; each lane keeps 4 x 16 accumulators, so every
+// hidden value loaded from shared memory feeds 4 FMAs and every W_h value 16.
+#include "kernels/gate.cuh"
+
+#include <cooperative_groups.h>
+
+#include "kernels/common/numeric.cuh"
+
+namespace dfsel::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRowsPerWarp = 4;
+constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // W_h rows
+constexpr int kTile = 16;                           // selected rows
+constexpr int kChunk = 256;                         // n_embd elements per pass
+constexpr int kMaxSplit = 8;                        // portable cluster size
+constexpr int kAcc = kRowsPerWarp * kTile;          // accumulators per lane
+
+// Elements e0..e0+7 of a row as float. kVec: the 8 elements lie inside the row and the row
+// start is aligned for one 16-byte load (F32: two), or 2 bytes for Q8_0 blocks.
+template <bool kVec>
+__device__ __forceinline__ void load8(const uint8_t* row, dfsel_type t, int64_t e0, int64_t n,
+                                      float (&v)[8]) {
+  if (!kVec) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = e0 + i < n ? load_elem(row, t, e0 + i) : 0.0f;
+    return;
+  }
+  if (t == DFSEL_TYPE_F32) {
+    const float4 a = __ldg((const float4*)(row + e0 * 4));
+    const float4 b = __ldg((const float4*)(row + e0 * 4) + 1);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  } else if (t == DFSEL_TYPE_Q8_0) {
+    const BlockQ8_0* blk = (const BlockQ8_0*)row + e0 / kQ8Block;
+    const float d = f16_to_float(__ldg(&blk->d));
+    const int8_t* qs = blk->qs + e0 % kQ8Block;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = d * (float)__ldg(qs + i);
+  } else {
+    const uint4 q = __ldg((const uint4*)(row + e0 * 2));
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    const bool half = t == DFSEL_TYPE_F16;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint16_t lo = (uint16_t)(w[i] & 0xffffu), hi = (uint16_t)(w[i] >> 16);
+      v[2 * i] = half ? f16_to_float(lo) : bf16_to_float(lo);
+      v[2 * i + 1] = half ? f16_to_float(hi) : bf16_to_float(hi);
+    }
+  }
+}
+
+// Sums v[0..kAcc) over the 32 lanes of the warp in 62 shuffles: each step halves the values a
+// lane keeps. On return lane l holds the totals of indices 2l and 2l+1 in v[0], v[1].
+__device__ __forceinline__ void warp_reduce_scatter(float (&v)[kAcc], int lane) {
+#pragma unroll
+  for (int o = 16, n = kAcc; o >= 1; o >>= 1, n >>= 1) {
+    const bool upper = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float send = upper ? v[i] : v[i + n / 2];
+      const float keep = upper ? v[i + n / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+}
+
+// Grid: x = row group * n_split + split rank (one cluster per row group), y = tile of rows.
+template <bool kVec, bool kCluster>
+__global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split) {
+  // Hidden chunk, lane-major halves: element 8l + 4h + c of the chunk sits at [h][4l + c], so
+  // that a warp reading one half per lane touches 512 contiguous bytes (no bank conflicts).
+  __shared__ __align__(16) float hs[kTile][2][kChunk / 2];
+  __shared__ float red[kRowsPerCta * kTile];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int split = blockIdx.x % n_split;
+  const int r0 = (blockIdx.x / n_split) * kRowsPerCta + warp * kRowsPerWarp;
+  const int s0 = blockIdx.y * kTile;
+  const int64_t n = a.n_embd;
+  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+  const uint8_t* w = (const uint8_t*)a.w_h;
+  const uint8_t* h = (const uint8_t*)a.hidden;
+
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+
+  for (int64_t c = split; c < n_chunks; c += n_split) {
+    const int64_t c0 = c * kChunk;
+    const int64_t e0 = c0 + lane * 8;
+    // W_h first: the long-latency loads are in flight while the hidden chunk is staged.
+    float wv[kRowsPerWarp][8];
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const bool live = r0 + i < a.rank && e0 < n;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) wv[i][e] = 0.0f;
+      if (live) load8<kVec>(w + (size_t)(r0 + i) * a.w_row_stride, a.w_type, e0, n, wv[i]);
+    }
+    for (int q = tid; q < kTile * 32; q += kThreads) {
+      const int t = q >> 5, l = q & 31;
+      const int64_t he = c0 + l * 8;
+      float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (s0 + t < a.n_rows && he < n) {
+        const int64_t s = s0 + t;
+        const int64_t row = (s / a.map.group_rows) * a.map.group_stride + a.map.group_offset +
+                            s % a.map.group_rows;
+        load8<kVec>(h + (size_t)row * a.h_row_stride, a.h_type, he, n, v);
+      }
+      *(float4*)&hs[t][0][l * 4] = make_float4(v[0], v[1], v[2], v[3]);
+      *(float4*)&hs[t][1][l * 4] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      const float4 x = *(const float4*)&hs[t][0][lane * 4];
+      const float4 y = *(const float4*)&hs[t][1][lane * 4];
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        float s = acc[i * kTile + t];
+        s = fmaf(wv[i][0], x.x, s); s = fmaf(wv[i][1], x.y, s);
+        s = fmaf(wv[i][2], x.z, s); s = fmaf(wv[i][3], x.w, s);
+        s = fmaf(wv[i][4], y.x, s); s = fmaf(wv[i][5], y.y, s);
+        s = fmaf(wv[i][6], y.z, s); s = fmaf(wv[i][7], y.w, s);
+        acc[i * kTile + t] = s;
+      }
+    }
+    __syncthreads();
+  }
+
+  // acc index v = i * kTile + t; the CTA's partial for (W_h row warp*4 + i, tile row t) is
+  // red[warp * kAcc + v], i.e. red[wrow * kTile + t].
+  warp_reduce_scatter(acc, lane);
+  red[warp * kAcc + 2 * lane] = acc[0];
+  red[warp * kAcc + 2 * lane + 1] = acc[1];
+
+  const int per = kRowsPerCta * kTile / n_split;
+  const int rg0 = (blockIdx.x / n_split) * kRowsPerCta;
+  auto write = [&](int o, float v) {
+    const int r = rg0 + o / kTile, s = s0 + o % kTile;
+    if (r < a.rank && s < a.n_rows) a.g[(size_t)s * a.rank + r] = v;
+  };
+  if constexpr (kCluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // Each CTA of the cluster finishes 1/n_split of the outputs, summing ranks in order.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    for (int o = split * per + tid; o < (split + 1) * per; o += kThreads) {
+      float v = 0.0f;
+      for (int src = 0; src < n_split; ++src) v += cluster.map_shared_rank(red, src)[o];
+      write(o, v);
+    }
+    cluster.sync();  // keep this CTA's red alive until every peer has read it
+#else
+    __trap();
+#endif
+  } else {
+    __syncthreads();
+    for (int o = tid; o < per; o += kThreads) write(o, red[o]);
+  }
+}
+
+bool aligned(const void* p, size_t stride, size_t to) {
+  return ((uintptr_t)p % to) == 0 && stride % to == 0;
+}
+
+// 16-byte loads need 16-byte rows (F32/F16/BF16); Q8_0 groups read the 2-byte scale and bytes.
+size_t vec_alignment(dfsel_type t) { return t == DFSEL_TYPE_Q8_0 ? 2 : 16; }
+
+template <bool kVec, bool kCluster>
+cudaError_t launch(const GateArgs& a, dim3 grid, int n_split, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (kCluster) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = n_split;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, gate_kernel<kVec, kCluster>, a, n_split);
+}
+
+}  // namespace
+
+cudaError_t gate(const GateArgs& a, int num_sms, cudaStream_t stream) {
+  if (a.n_rows < 0 || a.rank < 0 || a.n_embd <= 0) return cudaErrorInvalidValue;
+  if (a.n_rows == 0 || a.rank == 0) return cudaSuccess;
+  if (!a.w_h || !a.hidden || !a.g || a.map.group_rows <= 0) return cudaErrorInvalidValue;
+  const bool w_ok = a.w_type == DFSEL_TYPE_F32 || a.w_type == DFSEL_TYPE_F16 ||
+                    a.w_type == DFSEL_TYPE_BF16 || a.w_type == DFSEL_TYPE_Q8_0;
+  const bool h_ok = a.h_type == DFSEL_TYPE_F32 || a.h_type == DFSEL_TYPE_F16 ||
+                    a.h_type == DFSEL_TYPE_BF16;
+  if (!w_ok || !h_ok) return cudaErrorInvalidValue;
+  if (a.w_type == DFSEL_TYPE_Q8_0 && a.n_embd % kQ8Block != 0) return cudaErrorInvalidValue;
+
+  const bool vec = a.n_embd % 8 == 0 &&
+                   aligned(a.w_h, a.w_row_stride, vec_alignment(a.w_type)) &&
+                   aligned(a.hidden, a.h_row_stride, vec_alignment(a.h_type));
+  const int row_groups = (a.rank + kRowsPerCta - 1) / kRowsPerCta;
+  const int tiles = (a.n_rows + kTile - 1) / kTile;
+  if (tiles > 65535) return cudaErrorInvalidValue;
+  const int64_t n_chunks = (a.n_embd + kChunk - 1) / kChunk;
+
+  // Split n_embd only while the grid is short of about two CTAs per SM (few rows).
+  int dev = 0, cluster_ok = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  e = cudaDeviceGetAttribute(&cluster_ok, cudaDevAttrClusterLaunch, dev);
+  if (e != cudaSuccess) return e;
+  int n_split = 1;
+  if (cluster_ok) {
+    while (n_split < kMaxSplit && 2 * n_split <= n_chunks &&
+           (int64_t)row_groups * tiles * n_split < 2 * (int64_t)num_sms)
+      n_split *= 2;
+  }
+  const dim3 grid(row_groups * n_split, tiles);
+  if (n_split > 1) {
+    return vec ? launch<true, true>(a, grid, n_split, stream)
+               : launch<false, true>(a, grid, n_split, stream);
+  }
+  return vec ? launch<true, false>(a, grid, 1, stream) : launch<false, false>(a, grid, 1, stream);
+}
+
+}  // namespace dfsel::cuda

@@ -1,0 +1,64 @@
+// Test problems: random selector inputs of any shape and type, with planted special values,
+// run through the public C API on either backend with S in-process shards.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dfsel/dfsel.h"
+
+namespace dfsel::test {
+
+enum class Special { kNone, kTies, kNaN, kNegInf, kShortRows, kAllEqual, kMixed };
+
+struct Case {
+  int64_t V = 1000, E = 64;
+  int R = 32, K = 8, block = 5, blocks = 2;
+  dfsel_type logits_t = DFSEL_TYPE_F32, hidden_t = DFSEL_TYPE_F32, cb_t = DFSEL_TYPE_F32, wh_t = DFSEL_TYPE_F32;
+  float scale = 1.0f, softcap = 0.0f;
+  size_t logits_pad = 0;  // extra elements between logits rows (strided rows)
+  Special special = Special::kNone;
+  std::string str() const;
+};
+
+struct Data {
+  std::vector<float> logits_f, hidden_f;           // values as stored, for oracles
+  std::vector<uint8_t> logits, hidden, e_prev, e_next, w_h;
+  std::vector<int32_t> anchors;
+  size_t logits_nb1 = 0, hidden_nb1 = 0;
+};
+
+Data make_data(const Case& c, uint64_t seed);
+
+struct RunOpts {
+  dfsel_backend backend = DFSEL_BACKEND_CPU;
+  std::vector<int64_t> bounds;  // S + 1 vocabulary bounds, empty: one shard
+  dfsel_placement placement = DFSEL_CODEBOOKS_REPLICATED;
+  float temperature = 0.0f, p_min = 0.0f;
+  uint64_t seed = 0;
+  bool packed = true;
+  size_t packed_pad = 0;  // extra floats per packed row
+};
+
+struct Result {
+  dfsel_status status = DFSEL_SUCCESS;
+  std::string error;
+  std::vector<int32_t> cand_ids, path, n_emitted;
+  std::vector<float> unary, scores, q, packed;
+  size_t packed_row_floats = 0;
+};
+
+// Runs one step with every shard's plan (rank s gets [bounds[s], bounds[s+1])). Outputs are
+// poisoned (0xff bytes) before the run, so unwritten elements show up as NaN or -1.
+Result run_case(const Case& c, const Data& d, const RunOpts& r);
+
+// Random uneven split of [0, V) into S parts of at least min_part tokens each.
+std::vector<int64_t> random_bounds(int64_t V, int S, int64_t min_part, std::mt19937_64& rng);
+
+// Bitwise comparison helpers: the first differing index, or -1.
+long first_diff(const std::vector<float>& a, const std::vector<float>& b);
+long first_diff(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
+
+}  // namespace dfsel::test

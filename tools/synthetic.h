@@ -1,0 +1,51 @@
+// Seeded synthetic selector problems of realistic size, run through the public C API on the
+// CPU or on CUDA devices. Used by the dfsel command and the step benchmarks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dfsel/dfsel.h"
+
+namespace dfsel::tools {
+
+struct Problem {
+  int64_t vocab = 248320, embd = 5120;
+  int rank = 256, top_k = 16, block = 16, blocks = 1, shards = 1;
+  dfsel_type logits_type = DFSEL_TYPE_F32, cb_type = DFSEL_TYPE_BF16;
+  bool sharded = false;
+  dfsel_backend backend = DFSEL_BACKEND_AUTO;
+  float temperature = 0.0f, p_min = 0.0f;
+  uint64_t seed = 1;
+};
+
+// Host copies of every input, in the stored types.
+struct HostData {
+  std::vector<uint8_t> logits, hidden, e_prev, e_next, w_h;
+  std::vector<int32_t> anchors;
+};
+
+void make_host_data(const Problem& p, HostData* h);
+// Fills n values of type t with seeded normal(0, sigma) draws.
+void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma, uint64_t seed);
+
+class Runner {
+ public:
+  Runner();
+  ~Runner();
+  bool setup(const Problem& p, std::string* err);
+  bool step(double* us, std::string* err);  // one selector step, timed
+  void results(std::vector<int32_t>* path, std::vector<int32_t>* n_emitted) const;
+  int32_t anchor(int b) const;
+  const char* backend_name() const;
+  const char* shard_note() const;
+  const char* timing_note() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dfsel::tools
