@@ -36,23 +36,27 @@ Status resolve_backend(dfsel_backend asked, dfsel_backend* out) {
   return Status::success();
 }
 
+// The plan's own checks and set-up; NCCL plans then agree with their peers (nccl_setup).
+Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
+  DFSEL_TRY(dfsel::validate_desc(desc, &plan->shape));
+  plan->desc = *desc;
+  DFSEL_TRY(resolve_backend(desc->backend, &plan->desc.backend));
+  if (desc->nccl_comm && plan->desc.backend != DFSEL_BACKEND_CUDA)
+    return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
+  if (plan->desc.backend == DFSEL_BACKEND_CUDA) return dfsel::make_cuda_backend(plan->desc, plan->shape, &plan->backend);
+  return dfsel::make_cpu_backend(plan->desc, plan->shape, &plan->backend);
+}
+
 Status create(const dfsel_plan_desc* desc, dfsel_plan** out) {
   if (!out) return fail(DFSEL_INVALID_ARGUMENT, "plan (the output pointer) is NULL");
   *out = nullptr;
-  dfsel::PlanShape shape{};
-  DFSEL_TRY(dfsel::validate_desc(desc, &shape));
-  dfsel_plan_desc d = *desc;
-  DFSEL_TRY(resolve_backend(desc->backend, &d.backend));
   std::unique_ptr<dfsel_plan> plan(new (std::nothrow) dfsel_plan());
   if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
-  plan->desc = d;
-  plan->shape = shape;
-  if (d.nccl_comm) DFSEL_TRY(dfsel::make_nccl_exchange(d, &plan->exchange));
-  if (d.backend == DFSEL_BACKEND_CUDA) {
-    DFSEL_TRY(dfsel::make_cuda_backend(d, shape, &plan->backend));
-  } else {
-    DFSEL_TRY(dfsel::make_cpu_backend(d, shape, &plan->backend));
-  }
+  const Status local = create_local(desc, plan.get());
+  // Every rank of a communicator joins the set-up exchange, also one whose own checks failed.
+  if (desc && desc->nccl_comm && desc->backend != DFSEL_BACKEND_CPU)
+    DFSEL_TRY(dfsel::nccl_setup(*desc, local, &plan->exchange));
+  DFSEL_TRY(local);
   *out = plan.release();
   return Status::success();
 }

@@ -23,7 +23,7 @@ Status cuda_device_count(int* n) {
 #endif
 
 #if !defined(DFSEL_WITH_NCCL)
-Status make_nccl_exchange(const dfsel_plan_desc&, std::unique_ptr<Exchange>*) {
+Status nccl_setup(const dfsel_plan_desc&, const Status&, std::unique_ptr<Exchange>*) {
   return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but this build of dfsel has no NCCL exchange");
 }
 Status exchange_group_begin() { return Status::success(); }

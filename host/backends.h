@@ -22,8 +22,9 @@ Status cuda_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape,
 Status cuda_device_count(int* n);
 
 // The NCCL exchange: wraps desc.nccl_comm after a set-up collective that checks every rank's
-// config and vocabulary range (a mismatch fails on every rank).
-Status make_nccl_exchange(const dfsel_plan_desc& desc, std::unique_ptr<Exchange>* out);
+// config and vocabulary range. Every rank joins it, also one whose own checks failed (local),
+// so that a mismatch fails on every rank instead of leaving the others waiting.
+Status nccl_setup(const dfsel_plan_desc& desc, const Status& local, std::unique_ptr<Exchange>* out);
 Status exchange_group_begin();
 Status exchange_group_end();
 

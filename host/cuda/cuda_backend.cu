@@ -1,0 +1,276 @@
+// The CUDA backend: set-up allocates and validates; a run only enqueues kernels on the
+// caller's stream (top-K + gate [+ record rows], exchange, lattice + walk), allocates nothing
+// and can be captured in a CUDA graph.
+#include <cuda_runtime.h>
+
+#include <cinttypes>
+#include <cstring>
+
+#include "backends.h"
+#include "kernels/gate.cuh"
+#include "kernels/pack_records.cuh"
+#include "kernels/score_lattice.cuh"
+#include "kernels/shard_topk.cuh"
+
+namespace dfsel {
+
+namespace {
+
+Status cuda_fail(cudaError_t e, const char* what) {
+  const dfsel_status code = e == cudaErrorMemoryAllocation ? DFSEL_OUT_OF_MEMORY : DFSEL_CUDA_ERROR;
+  return fail(code, "%s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+#define DFSEL_CUDA_TRY(expr, what)                   \
+  do {                                               \
+    const cudaError_t e_ = (expr);                   \
+    if (e_ != cudaSuccess) return cuda_fail(e_, what); \
+  } while (0)
+
+// Makes a plan's device current for the duration of a call and restores the caller's.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
+    if (prev_ != device) cudaSetDevice(device);
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = -1;
+};
+
+struct CudaCarve {
+  size_t scratch, g, send, recv, merged, lattice, counters, error, total;
+};
+
+CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
+  const int32_t maxd = desc.config.max_blocks * sh.L;
+  const ExchangeLayout l = sh.layout_for(desc.config.max_blocks);
+  CudaCarve c{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) { const size_t at = off; off += (bytes + 255) & ~(size_t)255; return at; };
+  c.scratch = take(cuda::shard_topk_scratch_bytes(maxd, sh.k, sh.v_end - sh.v_begin, num_sms));
+  c.counters = take((size_t)desc.config.max_blocks * sizeof(unsigned));
+  c.error = take(sizeof(int32_t));
+  c.g = take((size_t)maxd * sh.R * sizeof(float));
+  c.send = take(l.bytes);
+  c.recv = desc.shard.n_ranks == 1 ? c.send : take((size_t)desc.shard.n_ranks * l.bytes);
+  c.merged = take((size_t)maxd * sh.k * sizeof(CandRec));
+  c.lattice = take((size_t)maxd * sh.k * sh.k * sizeof(float));
+  c.total = off;
+  return c;
+}
+
+Status sm_count(int device, int* n) {
+  DFSEL_CUDA_TRY(cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  return Status::success();
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const dfsel_plan_desc& desc, const PlanShape& sh) : desc_(desc), sh_(sh) {}
+
+  ~CudaBackend() override {
+    DeviceGuard g(desc_.device);
+    if (ready_) cudaEventDestroy(ready_);
+    if (owned_) cudaFree(owned_);
+  }
+
+  Status init() {
+    int n = 0;
+    DFSEL_CUDA_TRY(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+    if (desc_.device < 0 || desc_.device >= n)
+      return fail(DFSEL_INVALID_ARGUMENT, "device = %d is outside the %d CUDA devices present", desc_.device, n);
+    DeviceGuard g(desc_.device);
+    DFSEL_TRY(sm_count(desc_.device, &num_sms_));
+    c_ = carve(desc_, sh_, num_sms_);
+    if (desc_.workspace) {
+      if (desc_.workspace_bytes < c_.total)
+        return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
+                    desc_.workspace_bytes, c_.total);
+      if (reinterpret_cast<uintptr_t>(desc_.workspace) % 256 != 0)
+        return fail(DFSEL_INVALID_ARGUMENT, "workspace = %p is not aligned to 256 bytes", desc_.workspace);
+      base_ = static_cast<uint8_t*>(desc_.workspace);
+    } else {
+      DFSEL_CUDA_TRY(cudaMalloc(&owned_, c_.total), "cudaMalloc of the plan workspace");
+      base_ = static_cast<uint8_t*>(owned_);
+    }
+    // Counters must start at zero; the kernels leave them at zero after every run.
+    DFSEL_CUDA_TRY(cudaMemset(base_, 0, c_.g), "cudaMemset of the plan workspace");
+    DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    DFSEL_CUDA_TRY(cudaDeviceSynchronize(), "set-up");
+    return Status::success();
+  }
+
+  int device() const { return desc_.device; }
+  dfsel_backend kind() const override { return DFSEL_BACKEND_CUDA; }
+  void* send_buffer() override { return base_ + c_.send; }
+  void* recv_buffer() override { return base_ + c_.recv; }
+
+  Status select(const dfsel_inputs& in, void* stream) override {
+    DeviceGuard guard(desc_.device);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    const ExchangeLayout l = sh_.layout_for(in.n_blocks);
+    last_anchors_ = in.anchors;
+    const cuda::RowMapDev map{sh_.L, sh_.block_size, 1};
+    cuda::ShardTopKArgs t{};
+    t.logits = in.logits.data;
+    t.type = in.logits.type;
+    t.n_cols = sh_.v_end - sh_.v_begin;
+    t.row_stride = in.logits.nb[1];
+    t.map = map;
+    t.n_rows = l.n_drafted;
+    t.k = sh_.k;
+    t.id_offset = sh_.v_begin;
+    t.out = layout_cands(l, send_buffer());
+    t.out_stride = (size_t)sh_.k;
+    t.scratch = base_ + c_.scratch;
+    DFSEL_CUDA_TRY(cuda::shard_topk(t, num_sms_, st), "shard_topk launch");
+    cuda::GateArgs g{};
+    g.w_h = desc_.w_h.data;
+    g.w_type = desc_.w_h.type;
+    g.w_row_stride = desc_.w_h.nb[1];
+    g.hidden = in.hidden.data;
+    g.h_type = in.hidden.type;
+    g.h_row_stride = in.hidden.nb[1];
+    g.n_embd = sh_.n_embd;
+    g.rank = sh_.R;
+    g.map = map;
+    g.n_rows = l.n_drafted;
+    g.g = reinterpret_cast<float*>(base_ + c_.g);
+    DFSEL_CUDA_TRY(cuda::gate(g, num_sms_, st), "gate launch");
+    if (sh_.sharded) {
+      cuda::PackRecordsArgs p{};
+      p.send = static_cast<uint8_t*>(send_buffer());
+      p.layout = l;
+      p.e_prev = desc_.e_prev.data;
+      p.e_next = desc_.e_next.data;
+      p.cb_row_stride = desc_.e_prev.nb[1];
+      p.cb_row_bytes = sh_.cb_row_bytes;
+      p.v_begin = sh_.v_begin;
+      p.v_end = sh_.v_end;
+      p.anchors = in.anchors;
+      DFSEL_CUDA_TRY(cuda::pack_records(p, st), "pack_records launch");
+    }
+    if (desc_.shard.n_ranks > 1) DFSEL_CUDA_TRY(cudaEventRecord(ready_, st), "cudaEventRecord");
+    return Status::success();
+  }
+
+  Status local_exchange(Backend* const* group, int n, size_t bytes, void* const* streams) override {
+    if (n == 1 && recv_buffer() == send_buffer()) return Status::success();
+    DeviceGuard guard(desc_.device);
+    int self = -1;
+    for (int r = 0; r < n; ++r)
+      if (group[r] == this) self = r;
+    cudaStream_t st = static_cast<cudaStream_t>(streams ? streams[self] : nullptr);
+    uint8_t* recv = static_cast<uint8_t*>(recv_buffer());
+    for (int r = 0; r < n; ++r) {
+      auto* peer = static_cast<CudaBackend*>(group[r]);
+      if (peer != this) DFSEL_CUDA_TRY(cudaStreamWaitEvent(st, peer->ready_, 0), "cudaStreamWaitEvent");
+      if (peer->device() == desc_.device) {
+        DFSEL_CUDA_TRY(cudaMemcpyAsync(recv + (size_t)r * bytes, peer->send_buffer(), bytes, cudaMemcpyDeviceToDevice, st),
+                       "in-process exchange copy");
+      } else {
+        DFSEL_CUDA_TRY(cudaMemcpyPeerAsync(recv + (size_t)r * bytes, desc_.device, peer->send_buffer(), peer->device(), bytes, st),
+                       "in-process exchange peer copy");
+      }
+    }
+    return Status::success();
+  }
+
+  Status finish(const dfsel_inputs& in, const dfsel_outputs& out, void* stream) override {
+    DeviceGuard guard(desc_.device);
+    cuda::LatticeArgs a{};
+    a.recv = static_cast<const uint8_t*>(recv_buffer());
+    a.layout = sh_.layout_for(in.n_blocks);
+    a.n_ranks = desc_.shard.n_ranks;
+    a.k = sh_.k;
+    a.rank = sh_.R;
+    a.block_size = sh_.block_size;
+    a.n_blocks = in.n_blocks;
+    a.transform = Transform{desc_.config.logit_scale > 0.0f ? desc_.config.logit_scale : 1.0f, desc_.config.softcap};
+    a.e_prev = desc_.e_prev.data;
+    a.e_next = desc_.e_next.data;
+    a.cb_type = desc_.e_prev.type;
+    a.cb_row_stride = desc_.e_prev.nb[1];
+    a.n_vocab = sh_.n_vocab;
+    a.anchors = in.anchors;
+    a.g = reinterpret_cast<const float*>(base_ + c_.g);
+    a.temperature = in.temperature;
+    a.p_min = in.p_min;
+    a.seed = in.seed;
+    a.cand_ids = out.cand_ids;
+    a.unary = out.unary;
+    a.scores = out.scores;
+    a.q = in.temperature > 0.0f ? out.q : nullptr;
+    a.path = out.path;
+    a.n_emitted = out.n_emitted;
+    a.packed = out.packed;
+    a.packed_row_stride = out.packed_row_stride ? out.packed_row_stride : (size_t)sh_.n_embd * 4;
+    a.n_embd = sh_.n_embd;
+    a.merged = reinterpret_cast<CandRec*>(base_ + c_.merged);
+    a.lattice = reinterpret_cast<float*>(base_ + c_.lattice);
+    a.block_counters = reinterpret_cast<unsigned*>(base_ + c_.counters);
+    a.error = reinterpret_cast<int32_t*>(base_ + c_.error);
+    DFSEL_CUDA_TRY(cuda::score_lattice(a, static_cast<cudaStream_t>(stream)), "score_lattice launch");
+    return Status::success();
+  }
+
+  // Waits for the stream and reports what the kernels found: an anchor id out of range.
+  Status check(void* stream) override {
+    DeviceGuard guard(desc_.device);
+    DFSEL_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "the plan's last run");
+    int32_t err = 0;
+    int32_t* dev_err = reinterpret_cast<int32_t*>(base_ + c_.error);
+    DFSEL_CUDA_TRY(cudaMemcpy(&err, dev_err, sizeof err, cudaMemcpyDeviceToHost), "reading the run's error flag");
+    if (err == 0) return Status::success();
+    DFSEL_CUDA_TRY(cudaMemset(dev_err, 0, sizeof err), "clearing the run's error flag");
+    const int b = err - 1;
+    int32_t a = 0;
+    if (last_anchors_) cudaMemcpy(&a, last_anchors_ + b, sizeof a, cudaMemcpyDeviceToHost);
+    return fail(DFSEL_INVALID_ARGUMENT, "inputs.anchors[%d] = %d is outside [0, %" PRId64 "); that block emitted nothing",
+                b, a, sh_.n_vocab);
+  }
+
+ private:
+  dfsel_plan_desc desc_;
+  PlanShape sh_;
+  CudaCarve c_{};
+  int num_sms_ = 0;
+  void* owned_ = nullptr;
+  uint8_t* base_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  const int32_t* last_anchors_ = nullptr;
+};
+
+}  // namespace
+
+Status cuda_device_count(int* n) {
+  *n = 0;
+  const cudaError_t e = cudaGetDeviceCount(n);
+  if (e != cudaSuccess) {
+    *n = 0;
+    cudaGetLastError();
+    return fail(DFSEL_NO_DEVICE, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+  }
+  return Status::success();
+}
+
+Status cuda_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes) {
+  int num_sms = 0;
+  DFSEL_TRY(sm_count(desc.device, &num_sms));
+  *bytes = carve(desc, shape, num_sms).total;
+  return Status::success();
+}
+
+Status make_cuda_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std::unique_ptr<Backend>* out) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend(desc, shape));
+  DFSEL_TRY(b->init());
+  *out = std::move(b);
+  return Status::success();
+}
+
+}  // namespace dfsel
