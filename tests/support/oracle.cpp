@@ -80,7 +80,7 @@ Oracle oracle_lattice(const Case& c, const Data& d) {
   return o;
 }
 
-std::string compare_with_oracle(const Case& c, const Oracle& o, const Result& r, float p_min, double tol) {
+std::string compare_lattice(const Case& c, const Oracle& o, const Result& r, double tol) {
   std::ostringstream err;
   const int L = c.block - 1, K = c.K;
   const size_t nd = (size_t)c.blocks * L;
@@ -111,6 +111,14 @@ std::string compare_with_oracle(const Case& c, const Oracle& o, const Result& r,
         return err.str();
       }
   }
+  return "";
+}
+
+std::string compare_with_oracle(const Case& c, const Oracle& o, const Result& r, float p_min, double tol) {
+  const std::string lattice = compare_lattice(c, o, r, tol);
+  if (!lattice.empty()) return lattice;
+  std::ostringstream err;
+  const int L = c.block - 1, K = c.K;
   for (int b = 0; b < c.blocks; ++b) {
     int prev = 0, n = 0;
     for (int p = 1; p <= L; ++p) {

@@ -16,6 +16,9 @@ struct Oracle {
 
 Oracle oracle_lattice(const Case& c, const Data& d);
 
+// Candidate ids exactly, unary and scores within tol of the largest magnitude of their row.
+std::string compare_lattice(const Case& c, const Oracle& o, const Result& r, double tol);
+
 // Compares a run with the oracle: ids exactly, unary and scores within tol (relative to the
 // largest magnitude of the row), and the greedy path by the oracle's scores; a step whose two
 // best oracle scores lie within tol is a near-tie: either choice is accepted and the rest of

@@ -7,8 +7,13 @@
 
 #include "kernels/common/numeric.cuh"
 
+#include <thread>
+
 #if defined(DFSEL_WITH_CUDA)
 #include <cuda_runtime.h>
+#endif
+#if defined(DFSEL_WITH_NCCL)
+#include <nccl.h>
 #endif
 
 namespace dfsel::test {
@@ -135,9 +140,11 @@ struct Mem {
     for (void* p : dev) cudaFree(p);
 #endif
   }
+  int device = 0;  // where put() allocates
   void* put(const void* src, size_t n) {
 #if defined(DFSEL_WITH_CUDA)
     if (cuda) {
+      cudaSetDevice(device);
       void* p = nullptr;
       if (cudaMalloc(&p, n ? n : 16) != cudaSuccess) return nullptr;
       dev.push_back(p);
@@ -155,6 +162,7 @@ struct Mem {
     out->resize(count);
 #if defined(DFSEL_WITH_CUDA)
     if (cuda) {
+      cudaSetDevice(device);
       cudaMemcpy(out->data(), p, count * sizeof(T), cudaMemcpyDeviceToHost);
       return;
     }
@@ -163,7 +171,9 @@ struct Mem {
   }
 };
 
-dfsel_tensor matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1) {
+}  // namespace
+
+dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1) {
   dfsel_tensor x{};
   x.data = data;
   x.type = t;
@@ -176,6 +186,21 @@ dfsel_tensor matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, si
   return x;
 }
 
+namespace {
+const auto matrix = make_matrix;
+
+void release_comms(std::vector<void*>& comms, std::vector<void*>& streams) {
+#if defined(DFSEL_WITH_NCCL)
+  for (void* c : comms)
+    if (c) ncclCommDestroy(static_cast<ncclComm_t>(c));
+#endif
+#if defined(DFSEL_WITH_CUDA)
+  for (void* st : streams)
+    if (st) cudaStreamDestroy(static_cast<cudaStream_t>(st));
+#endif
+  (void)comms;
+  (void)streams;
+}
 }  // namespace
 
 Result run_case(const Case& c, const Data& d, const RunOpts& r) {
@@ -188,14 +213,39 @@ Result run_case(const Case& c, const Data& d, const RunOpts& r) {
   Mem mem;
   mem.cuda = r.backend == DFSEL_BACKEND_CUDA;
   std::vector<dfsel_plan*> plans(S, nullptr);
+  std::vector<dfsel_plan_desc> descs(S);
+  std::vector<void*> streams(S, nullptr);
+  std::vector<void*> comms(S, nullptr);
+#if defined(DFSEL_WITH_NCCL)
+  if (r.nccl) {
+    std::vector<int> devs(S);
+    for (int s = 0; s < S; ++s) devs[s] = s;
+    std::vector<ncclComm_t> cs(S);
+    if (ncclCommInitAll(cs.data(), S, devs.data()) != ncclSuccess) {
+      res.status = DFSEL_NCCL_ERROR;
+      res.error = "ncclCommInitAll failed";
+      return res;
+    }
+    for (int s = 0; s < S; ++s) {
+      comms[s] = cs[s];
+      cudaSetDevice(s);
+      cudaStream_t st;
+      cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+      streams[s] = st;
+    }
+  }
+#endif
   std::vector<dfsel_inputs> in(S);
   std::vector<dfsel_outputs> out(S);
   const size_t packed_floats = (size_t)c.E + r.packed_pad;
   for (int s = 0; s < S; ++s) {
     const int64_t vb = bounds[s], ve = bounds[s + 1];
+    mem.device = r.nccl ? s : 0;
     const bool sh = r.placement == DFSEL_CODEBOOKS_SHARDED;
     const int64_t first = sh ? vb : 0, rows = sh ? ve - vb : c.V;
-    dfsel_plan_desc desc{};
+    dfsel_plan_desc& desc = descs[s];
+    desc.device = mem.device;
+    desc.nccl_comm = comms[s];
     desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, c.scale, c.softcap, c.blocks};
     desc.shard = dfsel_shard{s, S, vb, ve};
     desc.backend = r.backend;
@@ -203,13 +253,6 @@ Result run_case(const Case& c, const Data& d, const RunOpts& r) {
     desc.e_prev = matrix(mem.put(d.e_prev.data() + first * cb_row, rows * cb_row), c.cb_t, c.R, rows, cb_row);
     desc.e_next = matrix(mem.put(d.e_next.data() + first * cb_row, rows * cb_row), c.cb_t, c.R, rows, cb_row);
     desc.w_h = matrix(mem.put(d.w_h.data(), d.w_h.size()), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
-    char msg[512] = "";
-    res.status = dfsel_plan_create(&desc, &plans[s], msg, sizeof msg);
-    if (res.status != DFSEL_SUCCESS) {
-      res.error = msg;
-      for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
-      return res;
-    }
     const uint8_t* lg = static_cast<const uint8_t*>(mem.put(d.logits.data(), d.logits.size()));
     in[s].logits = matrix(lg + vb * esize(c.logits_t), c.logits_t, ve - vb, n_tokens, d.logits_nb1);
     in[s].hidden = matrix(mem.put(d.hidden.data(), d.hidden.size()), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
@@ -229,17 +272,49 @@ Result run_case(const Case& c, const Data& d, const RunOpts& r) {
       out[s].packed_row_stride = packed_floats * 4;
     }
   }
-  res.status = dfsel_run_group(S, plans.data(), in.data(), out.data(), nullptr);
-  if (res.status == DFSEL_SUCCESS) res.status = dfsel_plan_check(plans[0], nullptr);
+  if (r.edit_desc)
+    for (int s = 0; s < S; ++s) r.edit_desc(s, &descs[s]);
+  // Plans of one communicator are created together: their set-up is a collective.
+  std::vector<dfsel_status> created(S);
+  std::vector<std::string> msgs(S);
+  auto create = [&](int s) {
+    char msg[512] = "";
+    created[s] = dfsel_plan_create(&descs[s], &plans[s], msg, sizeof msg);
+    msgs[s] = msg;
+  };
+  if (r.nccl) {
+    std::vector<std::thread> threads;
+    for (int s = 0; s < S; ++s) threads.emplace_back(create, s);
+    for (auto& t : threads) t.join();
+  } else {
+    for (int s = 0; s < S; ++s) create(s);
+  }
+  for (int s = 0; s < S; ++s) {
+    res.create_status.push_back(created[s]);
+    res.create_errors.push_back(msgs[s]);
+    if (created[s] != DFSEL_SUCCESS && res.status == DFSEL_SUCCESS) {
+      res.status = created[s];
+      res.error = msgs[s];
+    }
+  }
+  if (res.status != DFSEL_SUCCESS) {
+    for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
+    release_comms(comms, streams);
+    return res;
+  }
+  res.status = dfsel_run_group(S, plans.data(), in.data(), out.data(), r.nccl ? streams.data() : nullptr);
+  for (int s = 0; s < S && res.status == DFSEL_SUCCESS; ++s) res.status = dfsel_plan_check(plans[s], streams[s]);
   if (res.status != DFSEL_SUCCESS) {
     res.error = dfsel_plan_last_error(plans[0]);
   } else {
 #if defined(DFSEL_WITH_CUDA)
     if (mem.cuda) cudaDeviceSynchronize();
 #endif
+    const int dev0 = mem.device;
     // Every rank must hold the same result; rank S-1's is returned, the others compared.
     for (int s = S - 1; s >= 0; --s) {
       Result x;
+      mem.device = r.nccl ? s : dev0;
       mem.get(&x.cand_ids, out[s].cand_ids, nd * c.K);
       mem.get(&x.unary, out[s].unary, nd * c.K);
       mem.get(&x.scores, out[s].scores, nd * c.K * c.K);
@@ -260,6 +335,7 @@ Result run_case(const Case& c, const Data& d, const RunOpts& r) {
     }
   }
   for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
+  release_comms(comms, streams);
   return res;
 }
 

@@ -40,11 +40,16 @@ struct RunOpts {
   uint64_t seed = 0;
   bool packed = true;
   size_t packed_pad = 0;  // extra floats per packed row
+  bool nccl = false;      // CUDA only: shard s on GPU s, exchanged by NCCL (ncclCommInitAll)
+  // Edits a shard's description before its plan is created (mismatch tests); may be empty.
+  void (*edit_desc)(int shard, dfsel_plan_desc* desc) = nullptr;
 };
 
 struct Result {
   dfsel_status status = DFSEL_SUCCESS;
   std::string error;
+  std::vector<dfsel_status> create_status;  // per shard
+  std::vector<std::string> create_errors;
   std::vector<int32_t> cand_ids, path, n_emitted;
   std::vector<float> unary, scores, q, packed;
   size_t packed_row_floats = 0;
@@ -53,6 +58,9 @@ struct Result {
 // Runs one step with every shard's plan (rank s gets [bounds[s], bounds[s+1])). Outputs are
 // poisoned (0xff bytes) before the run, so unwritten elements show up as NaN or -1.
 Result run_case(const Case& c, const Data& d, const RunOpts& r);
+
+// A 2-D ggml-style view {ne0, ne1} with rows nb1 bytes apart.
+dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1);
 
 // Random uneven split of [0, V) into S parts of at least min_part tokens each.
 std::vector<int64_t> random_bounds(int64_t V, int S, int64_t min_part, std::mt19937_64& rng);

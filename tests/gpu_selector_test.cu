@@ -1,0 +1,208 @@
+// The whole selector on the CUDA backend against the CPU reference: shapes, types, special
+// values, shard counts on one GPU, placements, walks, graph capture, bad anchors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "support/compare.h"
+#include "support/gpu.cuh"
+#include "support/problem.h"
+
+namespace dfsel::test {
+namespace {
+
+uint64_t fresh_seed() {
+  static std::random_device rd;
+  return ((uint64_t)rd() << 32) | rd();
+}
+
+constexpr double kTol = 1e-4;
+
+struct Variant {
+  std::vector<int64_t> bounds;
+  dfsel_placement placement = DFSEL_CODEBOOKS_REPLICATED;
+  float temperature = 0.0f, p_min = 0.0f;
+};
+
+void expect_gpu_matches_cpu(const Case& c, uint64_t seed, const Variant& v) {
+  SCOPED_TRACE(c.str() + " S=" + std::to_string(v.bounds.empty() ? 1 : v.bounds.size() - 1) +
+               " placement=" + std::to_string(v.placement) + " T=" + std::to_string(v.temperature) +
+               " p_min=" + std::to_string(v.p_min) + " seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
+  RunOpts r;
+  r.bounds = v.bounds;
+  r.placement = v.placement;
+  r.temperature = v.temperature;
+  r.p_min = v.p_min;
+  r.seed = seed ^ 0x5eed;
+  r.backend = DFSEL_BACKEND_CPU;
+  const Result cpu = run_case(c, d, RunOpts{r.backend, {}, DFSEL_CODEBOOKS_REPLICATED, r.temperature, r.p_min, r.seed});
+  ASSERT_EQ(cpu.status, DFSEL_SUCCESS) << cpu.error;
+  r.backend = DFSEL_BACKEND_CUDA;
+  const Result gpu = run_case(c, d, r);
+  ASSERT_EQ(gpu.status, DFSEL_SUCCESS) << gpu.error;
+  const std::string why = v.temperature > 0 ? compare_sampled(c, cpu, gpu, v.p_min, r.seed, kTol)
+                                            : compare_greedy(c, cpu, gpu, v.p_min, kTol);
+  EXPECT_EQ(why, "");
+  // Packed rows: ids exact, scores as the GPU's own native scores, zeros elsewhere.
+  if (!gpu.packed.empty()) {
+    const int L = c.block - 1, K = c.K;
+    for (int b = 0; b < c.blocks; ++b)
+      for (int p = 0; p <= L; ++p)
+        for (int x = 0; x < c.E; ++x) {
+          const float got = gpu.packed[((size_t)b * c.block + p) * gpu.packed_row_floats + x];
+          float want = 0.0f;
+          if (p > 0 && x < K) want = (float)gpu.cand_ids[((size_t)b * L + p - 1) * K + x];
+          else if (p > 0 && x < K + K * K) want = gpu.scores[((size_t)b * L + p - 1) * K * K + x - K];
+          ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "packed block " << b << " row " << p << " element " << x;
+        }
+  }
+}
+
+TEST(GpuSelector, MatchesCpuOnRandomShapes) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t vocabs[] = {1000, 31040, 124160, 248320};
+  const int ks[] = {1, 8, 16, 64};
+  const dfsel_type acts[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16};
+  const dfsel_type wts[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0};
+  for (int i = 0; i < 16; ++i) {
+    Case c;
+    c.V = vocabs[i % 4];
+    c.K = ks[(i / 4) % 4];
+    c.R = i % 3 == 0 ? 256 : 64;
+    c.E = c.K == 64 ? 4224 : 256 + 32 * (rng() % 8);
+    c.block = 2 + rng() % 15;
+    c.blocks = 1 + rng() % (c.V > 100000 ? 2 : 6);
+    c.logits_t = acts[rng() % 3];
+    c.hidden_t = acts[rng() % 3];
+    c.cb_t = wts[rng() % 4];
+    c.wh_t = wts[rng() % 4];
+    c.logits_pad = rng() % 2 ? 0 : 1 + rng() % 7;
+    c.softcap = rng() % 2 ? 0.0f : 30.0f;
+    expect_gpu_matches_cpu(c, rng(), Variant{});
+  }
+}
+
+TEST(GpuSelector, ManyBlocks) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(fresh_seed());
+  for (int blocks : {16, 64}) {
+    Case c;
+    c.V = 31040;
+    c.K = 16;
+    c.R = 256;
+    c.E = 512;
+    c.block = 16;
+    c.blocks = blocks;
+    c.cb_t = DFSEL_TYPE_BF16;
+    expect_gpu_matches_cpu(c, rng(), Variant{});
+  }
+}
+
+TEST(GpuSelector, SpecialValues) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(fresh_seed());
+  for (Special s : {Special::kTies, Special::kNaN, Special::kNegInf, Special::kShortRows, Special::kAllEqual,
+                    Special::kMixed})
+    for (int K : {1, 16, 64}) {
+      Case c;
+      c.V = 5000;
+      c.K = K;
+      c.E = 4224;
+      c.special = s;
+      expect_gpu_matches_cpu(c, rng(), Variant{});
+    }
+}
+
+TEST(GpuSelector, ShardsOnOneGpuBothPlacements) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(fresh_seed());
+  for (int S : {2, 3, 8}) {
+    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
+      Case c;
+      c.V = S == 3 ? 202048 : 31040;
+      c.K = 16;
+      c.R = 256;
+      c.E = 512;
+      c.block = 16;
+      c.blocks = 2;
+      c.cb_t = S == 8 ? DFSEL_TYPE_Q8_0 : DFSEL_TYPE_BF16;
+      Variant v;
+      v.bounds = random_bounds(c.V, S, 1000, rng);
+      v.placement = pl;
+      expect_gpu_matches_cpu(c, rng(), v);
+    }
+  }
+}
+
+TEST(GpuSelector, ShardCountsGiveBitwiseTheSameResult) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(fresh_seed());
+  Case c;
+  c.V = 50000;
+  c.K = 16;
+  c.R = 128;
+  c.E = 512;
+  c.block = 8;
+  c.blocks = 3;
+  c.special = Special::kMixed;
+  const Data d = make_data(c, rng());
+  RunOpts one;
+  one.backend = DFSEL_BACKEND_CUDA;
+  const Result base = run_case(c, d, one);
+  ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
+  for (int S : {2, 3, 4, 7, 8})
+    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
+      RunOpts r = one;
+      r.bounds = random_bounds(c.V, S, 16, rng);
+      r.placement = pl;
+      const Result x = run_case(c, d, r);
+      ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+      EXPECT_EQ(first_diff(x.cand_ids, base.cand_ids), -1) << "S=" << S;
+      EXPECT_EQ(first_diff(x.scores, base.scores), -1) << "S=" << S;
+      EXPECT_EQ(first_diff(x.path, base.path), -1) << "S=" << S;
+      EXPECT_EQ(first_diff(x.packed, base.packed), -1) << "S=" << S;
+    }
+}
+
+TEST(GpuSelector, WalksSamplingAndPMin) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(fresh_seed());
+  for (int i = 0; i < 6; ++i) {
+    Case c;
+    c.V = 31040;
+    c.K = i % 2 ? 16 : 8;
+    c.R = 64;
+    c.E = 512;
+    c.block = 16;
+    c.blocks = 8;
+    Variant v;
+    v.temperature = i < 3 ? 0.5f + i : 0.0f;
+    v.p_min = i >= 3 ? 0.1f * (i - 2) : 0.0f;
+    expect_gpu_matches_cpu(c, rng(), v);
+  }
+}
+
+TEST(GpuSelector, OutOfRangeAnchorIsReported) {
+  DFSEL_REQUIRE_GPUS(1);
+  Case c;
+  c.V = 4000;
+  c.K = 4;
+  c.blocks = 3;
+  Data d = make_data(c, fresh_seed());
+  d.anchors[1] = 4000;
+  RunOpts r;
+  r.backend = DFSEL_BACKEND_CUDA;
+  const Result x = run_case(c, d, r);
+  EXPECT_EQ(x.status, DFSEL_INVALID_ARGUMENT);
+  EXPECT_NE(x.error.find("anchors[1] = 4000"), std::string::npos) << x.error;
+  // The plan stays usable: the same problem with a valid anchor runs.
+  d.anchors[1] = 3999;
+  const Result y = run_case(c, d, r);
+  EXPECT_EQ(y.status, DFSEL_SUCCESS) << y.error;
+}
+
+}  // namespace
+}  // namespace dfsel::test
