@@ -23,6 +23,7 @@ namespace {
 struct Options {
   int64_t vocab = 248320, embd = 5120;
   int rank = 256, top_k = 16, block = 16, blocks = 1, shards = 1, steps = 5;
+  std::string gguf;
   std::string logits_type = "f32", cb_type = "bf16", placement = "replicated", backend = "auto";
   float temperature = 0.0f, p_min = 0.0f;
   uint64_t seed = 1;
@@ -45,7 +46,8 @@ void usage() {
       "  --p-min P         stop a block when the chosen probability is below P (0)\n"
       "  --seed S          inputs and sampling seed (1)\n"
       "  --steps N         timed steps (5)\n"
-      "  --backend B       auto, cpu or cuda (auto)\n");
+      "  --backend B       auto, cpu or cuda (auto)\n"
+      "  --gguf FILE       take the selector (sizes, codebooks, W_h) from a DFlash2 GGUF draft\n");
 }
 
 bool parse(int argc, char** argv, Options* o) {
@@ -75,6 +77,7 @@ bool parse(int argc, char** argv, Options* o) {
     else if (a == "--seed") o->seed = std::strtoull(v, nullptr, 10);
     else if (a == "--steps") o->steps = std::atoi(v);
     else if (a == "--backend") o->backend = v;
+    else if (a == "--gguf") o->gguf = v;
     else {
       std::fprintf(stderr, "dfsel: unknown option %s (see --help)\n", a.c_str());
       return false;
@@ -119,6 +122,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dfsel: --backend is auto, cpu or cuda, not %s\n", o.backend.c_str());
     return 2;
   }
+  pb.wh_type = pb.cb_type;
+  pb.gguf = o.gguf;
   pb.temperature = o.temperature;
   pb.p_min = o.p_min;
 
@@ -128,9 +133,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dfsel: %s\n", err.c_str());
     return 1;
   }
+  const dfsel::tools::Problem& q = runner.problem();
   std::printf("dfsel %d.%d.%d  backend %s  V=%" PRId64 " R=%d K=%d block=%d blocks=%d shards=%d%s  logits %s  codebooks %s %s\n",
-              DFSEL_VERSION_MAJOR, DFSEL_VERSION_MINOR, DFSEL_VERSION_PATCH, runner.backend_name(), o.vocab, o.rank, o.top_k,
-              o.block, o.blocks, o.shards, runner.shard_note(), o.logits_type.c_str(), o.cb_type.c_str(), o.placement.c_str());
+              DFSEL_VERSION_MAJOR, DFSEL_VERSION_MINOR, DFSEL_VERSION_PATCH, runner.backend_name(), q.vocab, q.rank, q.top_k,
+              q.block, q.blocks, q.shards, runner.shard_note(), o.logits_type.c_str(), dfsel_type_name(q.cb_type),
+              o.placement.c_str());
   std::vector<double> times;
   for (int s = 0; s < std::max(1, o.steps); ++s) {
     double us = 0;
@@ -142,7 +149,7 @@ int main(int argc, char** argv) {
   }
   std::vector<int32_t> path, n_emitted;
   runner.results(&path, &n_emitted);
-  const int L = o.block - 1;
+  const int L = q.block - 1;
   for (int b = 0; b < o.blocks; ++b) {
     std::printf("block %d: anchor %d, emitted %d:", b, runner.anchor(b), n_emitted[b]);
     for (int p = 0; p < n_emitted[b]; ++p) std::printf(" %d", path[(size_t)b * L + p]);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "dfsel/gguf.h"
 #include "kernels/common/numeric.cuh"
 
 #if defined(DFSEL_WITH_CUDA)
@@ -57,13 +58,83 @@ void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma,
   }
 }
 
+namespace {
+
+// Rows of a host view, packed contiguously.
+void copy_rows(const dfsel_tensor& t, std::vector<uint8_t>* out) {
+  const size_t rb = row_bytes(t.type, t.ne[0]);
+  out->resize(rb * (size_t)t.ne[1]);
+  for (int64_t r = 0; r < t.ne[1]; ++r)
+    std::memcpy(out->data() + rb * r, static_cast<const uint8_t*>(t.data) + t.nb[1] * r, rb);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (log) std::fprintf(log, "loading %s ...\n", p->gguf.c_str());
+  dfsel_gguf* g = nullptr;
+  char msg[512] = "";
+  if (dfsel_gguf_open(p->gguf.c_str(), -1, -1, &g, msg, sizeof msg) != DFSEL_SUCCESS) {
+    *err = msg;
+    return false;
+  }
+  dfsel_config cfg{};
+  dfsel_tensor ep{}, en{}, wh{};
+  if (dfsel_gguf_config(g, &cfg) != DFSEL_SUCCESS || dfsel_gguf_tensors(g, &ep, &en, &wh) != DFSEL_SUCCESS) {
+    *err = dfsel_gguf_last_error(g);
+    dfsel_gguf_close(g);
+    return false;
+  }
+  if (log) {
+    uint32_t version = 0;
+    int64_t n_kv = 0;
+    dfsel_gguf_version(g, &version);
+    dfsel_gguf_metadata_count(g, &n_kv);
+    std::fprintf(log, "  GGUF v%u, %lld metadata keys, opened in %.2f s\n", version, (long long)n_kv, seconds_since(t0));
+    for (int64_t i = 0; i < n_kv; ++i) {
+      const char* key = nullptr;
+      char value[96];
+      dfsel_gguf_metadata_key(g, i, &key);
+      dfsel_gguf_metadata_value_string(g, i, value, sizeof value);
+      std::fprintf(log, "  %-40s %s\n", key, value);
+    }
+    std::fprintf(log, "  selector_predecessor %s {%lld, %lld}, selector_successor %s, selector_hidden %s {%lld, %lld}\n",
+                 dfsel_type_name(ep.type), (long long)ep.ne[0], (long long)ep.ne[1], dfsel_type_name(en.type),
+                 dfsel_type_name(wh.type), (long long)wh.ne[0], (long long)wh.ne[1]);
+  }
+  p->vocab = cfg.n_vocab;
+  p->embd = cfg.n_embd;
+  p->rank = cfg.rank;
+  p->top_k = cfg.top_k;
+  p->block = cfg.block_size;
+  p->logit_scale = cfg.logit_scale;
+  p->softcap = cfg.softcap;
+  p->cb_type = ep.type;
+  p->wh_type = wh.type;
+  const auto t1 = std::chrono::steady_clock::now();
+  copy_rows(ep, &h->e_prev);
+  copy_rows(en, &h->e_next);
+  copy_rows(wh, &h->w_h);
+  dfsel_gguf_close(g);
+  if (log) std::fprintf(log, "  weights read in %.2f s\n", seconds_since(t1));
+  return true;
+}
+
 void make_host_data(const Problem& p, HostData* h) {
   const size_t n_tokens = (size_t)p.blocks * p.block;
+  const bool weights = h->e_prev.empty();  // a GGUF draft supplied them
   fill_random(&h->logits, p.logits_type, n_tokens * p.vocab, 3.0f, p.seed * 7 + 1);
   fill_random(&h->hidden, p.logits_type, n_tokens * p.embd, 1.0f, p.seed * 7 + 2);
+  if (weights) {
   fill_random(&h->e_prev, p.cb_type, (size_t)p.vocab * p.rank, 0.1f, p.seed * 7 + 3);
   fill_random(&h->e_next, p.cb_type, (size_t)p.vocab * p.rank, 0.1f, p.seed * 7 + 4);
-  fill_random(&h->w_h, p.cb_type, (size_t)p.rank * p.embd, 1.0f / std::sqrt((float)p.embd), p.seed * 7 + 5);
+  fill_random(&h->w_h, p.wh_type, (size_t)p.rank * p.embd, 1.0f / std::sqrt((float)p.embd), p.seed * 7 + 5);
+  }
   uint64_t s = p.seed * 7 + 6;
   h->anchors.resize(p.blocks);
   for (auto& a : h->anchors) a = (int32_t)(splitmix(&s) % (uint64_t)p.vocab);
@@ -137,9 +208,11 @@ static dfsel_tensor matrix(const void* data, dfsel_type t, int64_t ne0, int64_t 
   return x;
 }
 
-bool Runner::setup(const Problem& p, std::string* err) {
+bool Runner::setup(const Problem& problem, std::string* err) {
   Impl& m = *impl_;
-  m.p = p;
+  m.p = problem;
+  if (!m.p.gguf.empty() && !load_gguf(&m.p, &m.h, stdout, err)) return false;
+  const Problem& p = m.p;
   int n_gpus = 0;
   dfsel_cuda_device_count(&n_gpus);
   m.cuda = p.backend == DFSEL_BACKEND_CUDA || (p.backend == DFSEL_BACKEND_AUTO && n_gpus > 0);
@@ -171,7 +244,7 @@ bool Runner::setup(const Problem& p, std::string* err) {
     }
 #endif
     dfsel_plan_desc d{};
-    d.config = dfsel_config{p.vocab, p.embd, p.rank, p.top_k, p.block, 1.0f, 0.0f, p.blocks};
+    d.config = dfsel_config{p.vocab, p.embd, p.rank, p.top_k, p.block, p.logit_scale, p.softcap, p.blocks};
     d.shard = dfsel_shard{s, p.shards, vb, ve};
     d.backend = m.cuda ? DFSEL_BACKEND_CUDA : DFSEL_BACKEND_CPU;
     d.device = dev;
@@ -187,7 +260,7 @@ bool Runner::setup(const Problem& p, std::string* err) {
     if (!ep || !en || !wh || !lg || !hd || !an) return false;
     d.e_prev = matrix(ep, p.cb_type, p.rank, cb_rows, cb_row);
     d.e_next = matrix(en, p.cb_type, p.rank, cb_rows, cb_row);
-    d.w_h = matrix(wh, p.cb_type, p.embd, p.rank, row_bytes(p.cb_type, p.embd));
+    d.w_h = matrix(wh, p.wh_type, p.embd, p.rank, row_bytes(p.wh_type, p.embd));
     char msg[512];
     if (dfsel_plan_create(&d, &m.plans[s], msg, sizeof msg) != DFSEL_SUCCESS) {
       *err = std::string("plan for shard ") + std::to_string(s) + ": " + msg;
@@ -270,6 +343,7 @@ void Runner::results(std::vector<int32_t>* path, std::vector<int32_t>* n_emitted
 }
 
 int32_t Runner::anchor(int b) const { return impl_->h.anchors[b]; }
+const Problem& Runner::problem() const { return impl_->p; }
 const char* Runner::backend_name() const { return impl_->cuda ? "cuda" : "cpu"; }
 const char* Runner::shard_note() const { return impl_->note; }
 const char* Runner::timing_note() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,7 +15,9 @@ namespace dfsel::tools {
 struct Problem {
   int64_t vocab = 248320, embd = 5120;
   int rank = 256, top_k = 16, block = 16, blocks = 1, shards = 1;
-  dfsel_type logits_type = DFSEL_TYPE_F32, cb_type = DFSEL_TYPE_BF16;
+  dfsel_type logits_type = DFSEL_TYPE_F32, cb_type = DFSEL_TYPE_BF16, wh_type = DFSEL_TYPE_BF16;
+  float logit_scale = 1.0f, softcap = 0.0f;
+  std::string gguf;  // when set, the codebooks, W_h and sizes come from this DFlash2 draft
   bool sharded = false;
   dfsel_backend backend = DFSEL_BACKEND_AUTO;
   float temperature = 0.0f, p_min = 0.0f;
@@ -28,6 +31,9 @@ struct HostData {
 };
 
 void make_host_data(const Problem& p, HostData* h);
+// Loads the selector of a GGUF draft into p (sizes, types) and h (weights), printing a line per
+// stage to log (may be null). Returns false with err set on failure.
+bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err);
 // Fills n values of type t with seeded normal(0, sigma) draws.
 void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma, uint64_t seed);
 
@@ -39,6 +45,7 @@ class Runner {
   bool step(double* us, std::string* err);  // one selector step, timed
   void results(std::vector<int32_t>* path, std::vector<int32_t>* n_emitted) const;
   int32_t anchor(int b) const;
+  const Problem& problem() const;  // after setup: the sizes actually run (a GGUF's own)
   const char* backend_name() const;
   const char* shard_note() const;
   const char* timing_note() const;

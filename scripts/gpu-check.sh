@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# On any CUDA machine: configure and build, run the GPU and CPU tests, compute-sanitizer over
+# the GPU tests, then the benchmarks; Google Benchmark JSON and logs go to the output folder
+# and a short summary table is printed last.
+#
+#   scripts/gpu-check.sh [--out DIR] [--tag NAME] [--skip-tests] [--skip-sanitizer]
+#                        [--skip-bench] [--bench-filter REGEX] [--sanitizer-filter GTEST_FILTER]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-bench/results}
+tag=""
+run_tests=1 run_san=1 run_bench=1
+bench_filter="."
+san_filter="GpuSelector.SpecialValues:GpuSelector.ShardsOnOneGpuBothPlacements:GpuGraph.*:GpuShardTopK*:GpuLattice*"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) out=$2; shift ;;
+    --tag) tag=$2; shift ;;
+    --skip-tests) run_tests=0 ;;
+    --skip-sanitizer) run_san=0 ;;
+    --skip-bench) run_bench=0 ;;
+    --bench-filter) bench_filter=$2; shift ;;
+    --sanitizer-filter) san_filter=$2; shift ;;
+    *) echo "unknown option $1"; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+n_gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ' | tr 'A-Z' 'a-z' | sed 's/nvidia//')
+[ -n "$tag" ] || tag="$([ "$n_gpus" -gt 1 ] && echo "${n_gpus}x")${gpu:-gpu}-$(date +%Y-%m-%d)"
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+
+t0=$(date +%s)
+if ! scripts/build.sh build-gpu >"$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"; note "build FAILED"; printf '%s\n' "${summary[@]}"; exit 1
+fi
+note "build ok in $(( $(date +%s) - t0 )) s"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
+
+if [ $run_tests = 1 ]; then
+  ./build-gpu/tests/dfsel_gpu_tests --gtest_output=xml:"$out/gpu-tests.xml" >"$out/gpu-tests.log" 2>&1
+  rc=$?
+  note "gpu tests rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/gpu-tests.log" | tr '\n' ' ')"
+  [ $rc = 0 ] || grep -E "Failure|FAILED|error" "$out/gpu-tests.log" | head -30
+  ./build-gpu/tests/dfsel_tests >"$out/cpu-tests.log" 2>&1
+  note "cpu tests rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$out/cpu-tests.log" | tr '\n' ' ')"
+fi
+
+if [ $run_san = 1 ] && command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    compute-sanitizer --tool $tool --error-exitcode 99 ./build-gpu/tests/dfsel_gpu_tests \
+      --gtest_filter="$san_filter" >"$out/sanitizer-$tool.log" 2>&1
+    note "compute-sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$out/sanitizer-$tool.log" | tr '\n' ' ')"
+  done
+fi
+
+if [ $run_bench = 1 ] && [ -x build-gpu/bench/dfsel_bench ]; then
+  ./build-gpu/bench/dfsel_bench --benchmark_filter="$bench_filter" --benchmark_out="$out/$tag.json" \
+    --benchmark_out_format=json --benchmark_counters_tabular=true >"$out/bench.log" 2>&1
+  note "bench rc=$?"
+  python3 bench/summarize.py "$out/$tag.json" --command "scripts/gpu-check.sh $*" >"$out/$tag.md" && cat "$out/$tag.md"
+fi
+echo
+printf '%s\n' "${summary[@]}"
