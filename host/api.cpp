@@ -41,6 +41,12 @@ Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
   DFSEL_TRY(dfsel::validate_desc(desc, &plan->shape));
   plan->desc = *desc;
   DFSEL_TRY(resolve_backend(desc->backend, &plan->desc.backend));
+  if (desc->e_prev.type == DFSEL_TYPE_Q4_K || desc->e_prev.type == DFSEL_TYPE_Q6_K || desc->w_h.type == DFSEL_TYPE_Q4_K ||
+      desc->w_h.type == DFSEL_TYPE_Q6_K) {
+    plan->widened.reset(new dfsel::WidenedWeights());
+    DFSEL_TRY(dfsel::widen_kquant_weights(&plan->desc, plan->desc.backend == DFSEL_BACKEND_CUDA, plan->widened.get()));
+    DFSEL_TRY(dfsel::validate_desc(&plan->desc, &plan->shape));
+  }
   if (desc->nccl_comm && plan->desc.backend != DFSEL_BACKEND_CUDA)
     return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
   if (plan->desc.backend == DFSEL_BACKEND_CUDA) return dfsel::make_cuda_backend(plan->desc, plan->shape, &plan->backend);

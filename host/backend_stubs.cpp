@@ -20,6 +20,13 @@ Status cuda_device_count(int* n) {
   *n = 0;
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
+Status cuda_rows_to_host(const void*, size_t, size_t, int64_t, int, void*) {
+  return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
+}
+Status cuda_upload(const void*, size_t, int, void**) {
+  return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
+}
+void cuda_release(void*, int) {}
 #endif
 
 #if !defined(DFSEL_WITH_NCCL)

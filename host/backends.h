@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "plan.h"
 
@@ -20,6 +21,20 @@ Status make_cuda_backend(const dfsel_plan_desc& desc, const PlanShape& shape,
                          std::unique_ptr<Backend>* out);
 Status cuda_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
 Status cuda_device_count(int* n);
+// Set-up helpers for host-side weight conversion: strided device rows to host, an owned
+// device copy, and its release.
+Status cuda_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst);
+Status cuda_upload(const void* src, size_t bytes, int device, void** out);
+void cuda_release(void* p, int device);
+
+// Q4_K / Q6_K weights widened to BF16 at plan creation; the buffers live as long as the plan.
+struct WidenedWeights {
+  std::vector<std::vector<uint8_t>> host;
+  std::vector<void*> device;
+  int device_ordinal = 0;
+  ~WidenedWeights();
+};
+Status widen_kquant_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep);
 
 // The NCCL exchange: wraps desc.nccl_comm after a set-up collective that checks every rank's
 // config and vocabulary range. Every rank joins it, also one whose own checks failed (local),

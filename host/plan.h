@@ -13,6 +13,8 @@
 
 namespace dfsel {
 
+struct WidenedWeights;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -43,6 +45,7 @@ struct dfsel_plan {
   dfsel_plan_desc desc;
   dfsel::PlanShape shape;
   std::unique_ptr<dfsel::Exchange> exchange;  // NCCL; null for the in-process exchange
+  std::unique_ptr<dfsel::WidenedWeights> widened;  // K-quant weights as BF16; outlives backend
   std::unique_ptr<dfsel::Backend> backend;
   std::string last_error;
 };

@@ -14,7 +14,9 @@ bool is_float_type(dfsel_type t) {
   return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16;
 }
 
-bool is_weight_type(dfsel_type t) { return is_float_type(t) || t == DFSEL_TYPE_Q8_0; }
+bool is_kquant(dfsel_type t) { return t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K; }
+
+bool is_weight_type(dfsel_type t) { return is_float_type(t) || t == DFSEL_TYPE_Q8_0 || is_kquant(t); }
 
 size_t elem_bytes(dfsel_type t) {
   switch (t) {
@@ -22,6 +24,8 @@ size_t elem_bytes(dfsel_type t) {
     case DFSEL_TYPE_F16:
     case DFSEL_TYPE_BF16: return 2;
     case DFSEL_TYPE_Q8_0: return sizeof(BlockQ8_0);  // ggml: nb[0] is the block size
+    case DFSEL_TYPE_Q4_K: return kQ4KBytes;
+    case DFSEL_TYPE_Q6_K: return kQ6KBytes;
     default: return 0;
   }
 }
@@ -32,7 +36,7 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   if (!t.data) return fail(DFSEL_INVALID_ARGUMENT, "%s.data is NULL", name);
   if (weight ? !is_weight_type(t.type) : !is_float_type(t.type))
     return fail(DFSEL_UNSUPPORTED, "%s.type = %d (%s) is not supported here; use %s", name,
-                (int)t.type, dfsel_type_name(t.type), weight ? "F32, F16, BF16 or Q8_0" : "F32, F16 or BF16");
+                (int)t.type, dfsel_type_name(t.type), weight ? "F32, F16, BF16, Q8_0, Q4_K or Q6_K" : "F32, F16 or BF16");
   if (t.ne[0] != ne0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[0] = %" PRId64 ", expected %" PRId64, name, t.ne[0], ne0);
   if (exact_ne1 ? t.ne[1] != ne1_min : t.ne[1] < ne1_min)
@@ -44,13 +48,16 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   if (t.type == DFSEL_TYPE_Q8_0 && ne0 % kQ8Block != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s is Q8_0 but ne[0] = %" PRId64 " is not a multiple of 32",
                 name, ne0);
+  if (is_kquant(t.type) && ne0 % kQKBlock != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s is %s but ne[0] = %" PRId64 " is not a multiple of 256", name,
+                dfsel_type_name(t.type), ne0);
   if (t.nb[0] != elem_bytes(t.type))
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[0] = %zu, expected %zu for %s (rows must be contiguous)",
                 name, t.nb[0], elem_bytes(t.type), dfsel_type_name(t.type));
   const size_t rb = row_bytes(t.type, ne0);
   if (t.nb[1] < rb)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is smaller than one row (%zu bytes)", name, t.nb[1], rb);
-  if (t.nb[1] % elem_bytes(t.type) != 0 && t.type != DFSEL_TYPE_Q8_0)
+  if (is_float_type(t.type) && t.nb[1] % elem_bytes(t.type) != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is not a multiple of the element size %zu", name,
                 t.nb[1], elem_bytes(t.type));
   if (reinterpret_cast<uintptr_t>(t.data) % (t.type == DFSEL_TYPE_F32 ? 4 : 2) != 0)

@@ -180,8 +180,13 @@ TEST(Api, BadConfig) {
 TEST(Api, UnsupportedTypesAndBackends) {
   {
     Fixture f;
-    f.desc.e_prev.type = DFSEL_TYPE_Q4_K;
-    expect_create_fails(f, DFSEL_UNSUPPORTED, {"e_prev.type", "Q4_K"});
+    f.desc.e_prev.type = (dfsel_type)6;  // ggml's Q5_0
+    expect_create_fails(f, DFSEL_UNSUPPORTED, {"e_prev.type = 6"});
+  }
+  {
+    Fixture f;  // K-quants need rows of whole 256-value super-blocks
+    f.desc.e_prev.type = f.desc.e_next.type = DFSEL_TYPE_Q4_K;
+    expect_create_fails(f, DFSEL_INVALID_ARGUMENT, {"e_prev is Q4_K", "ne[0] = 32"});
   }
   {
     Fixture f;

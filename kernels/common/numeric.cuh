@@ -10,6 +10,8 @@
 namespace dfsel {
 
 constexpr int kQ8Block = 32;  // ggml Q8_0: 32 int8 values sharing one f16 scale
+constexpr int kQKBlock = 256;  // ggml K-quants: super-blocks of 256 values
+constexpr size_t kQ4KBytes = 144, kQ6KBytes = 210;
 
 struct BlockQ8_0 {
   uint16_t d;  // f16 scale
@@ -85,6 +87,8 @@ DFSEL_HD size_t row_bytes(dfsel_type t, int64_t n) {
     case DFSEL_TYPE_F16:
     case DFSEL_TYPE_BF16: return (size_t)n * 2;
     case DFSEL_TYPE_Q8_0: return (size_t)(n / kQ8Block) * sizeof(BlockQ8_0);
+    case DFSEL_TYPE_Q4_K: return (size_t)(n / kQKBlock) * kQ4KBytes;  // widened to BF16 at set-up
+    case DFSEL_TYPE_Q6_K: return (size_t)(n / kQKBlock) * kQ6KBytes;
     default: return 0;
   }
 }
