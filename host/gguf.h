@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dfsel/dfsel.h"
+#include "status.h"
 
 namespace dfsel::gguf {
 
@@ -79,7 +80,7 @@ class Mapping {
   Mapping& operator=(const Mapping&) = delete;
 
   // DFSEL_IO_ERROR when the file cannot be opened, is not a regular file or cannot be mapped.
-  static dfsel_status map(const std::string& path, Mapping* out, std::string* msg);
+  static Status map(const std::string& path, Mapping* out);
 
   const uint8_t* data() const { return static_cast<const uint8_t*>(addr_); }
   size_t size() const { return size_; }
@@ -98,9 +99,9 @@ class File {
   File& operator=(const File&) = delete;
 
   // Maps path and parses it. Messages start with the path.
-  static dfsel_status open(const std::string& path, File* out, std::string* msg);
+  static Status open(const std::string& path, File* out);
   // Parses bytes that the caller keeps alive for the lifetime of out.
-  static dfsel_status parse(const uint8_t* data, size_t size, File* out, std::string* msg);
+  static Status parse(const uint8_t* data, size_t size, File* out);
 
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
@@ -132,7 +133,7 @@ class File {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   uint32_t version_ = 0;
-  uint32_t alignment_ = 32;
+  uint32_t alignment_ = 32;  // general.alignment, 32 when absent
   size_t data_offset_ = 0;
   std::vector<KeyValue> kvs_;
   std::vector<TensorInfo> tensors_;
@@ -163,8 +164,7 @@ class Selector {
   // v_begin = v_end = -1 selects the whole vocabulary. A range outside [0, V) is
   // DFSEL_INVALID_ARGUMENT; a file that is not a consistent DFlash2 draft DFSEL_FORMAT_ERROR;
   // a selector tensor of a type dfsel does not read DFSEL_UNSUPPORTED.
-  static dfsel_status load(const File& file, int64_t v_begin, int64_t v_end, Selector* out,
-                           std::string* msg);
+  static Status load(const File& file, int64_t v_begin, int64_t v_end, Selector* out);
 
   const dfsel_config& config() const { return config_; }  // max_blocks is 0
   int64_t v_begin() const { return v_begin_; }
