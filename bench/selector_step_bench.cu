@@ -1,0 +1,412 @@
+// Whole selector steps through the public API, CUDA-graph replayed (DESIGN sections 3 and 5):
+//   SelectorStep     one GPU, one shard: top-K + gate, lattice + walk
+//   SimulatedShards  S shards on one GPU with the in-process exchange (record size, merge cost)
+//   DistributedStep  S GPUs, one NCCL all-gather of the candidate records
+//   FullLogitGather  the peer engines use today: all-gather the logits, then a top-K of the
+//                    whole rows on every GPU (dfsel's shard_topk, or CUB's segmented sort)
+// V = 248320, R = 256, K = 16, block 16, n_embd 5120, F32 logits and hidden, BF16 codebooks
+// and W_h, greedy. bytes = logits rows read + W_h + hidden rows + codebook rows gathered.
+#include <cub/device/device_segmented_radix_sort.cuh>
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <string>
+#include <vector>
+
+#if defined(DFSEL_WITH_NCCL)
+#include <nccl.h>
+#endif
+
+#include "bench_data.cuh"
+#include "bench_util.cuh"
+#include "kernels/shard_topk.cuh"
+
+namespace dfsel::bench {
+namespace {
+
+constexpr int kR = 256, kK = 16, kBlock = 16, kL = kBlock - 1;
+constexpr int64_t kEmbd = 5120;
+constexpr double kTorchSelectorUs = 361.0;  // DESIGN section 5: PyTorch selector, V = 202048, 1 block
+
+struct StepShape {
+  int blocks;
+  int64_t vocab;
+  int ranks;
+  dfsel_placement placement;
+  std::string name(const char* family) const {
+    std::string n = std::string(family) + "/";
+    if (ranks > 1) n += "ranks:" + std::to_string(ranks) + "/";
+    n += "tokens:" + std::to_string(blocks * kBlock) + "/vocab:" + std::to_string(vocab) + "/k:16/f32/bf16";
+    if (ranks > 1) n += placement == DFSEL_CODEBOOKS_SHARDED ? "/sharded" : "/replicated";
+    return n;
+  }
+  double bytes() const {
+    const double rows = (double)blocks * kL;
+    return rows * vocab * 4 + (double)kR * kEmbd * 2 + rows * kEmbd * 4 + rows * kK * 2 * kR * 2;
+  }
+};
+
+// One rank's plan, weights and rotated inputs on one device.
+struct Rank {
+  int device = 0;
+  DeviceMem e_prev, e_next, w_h, hidden, anchors, path, n_emitted;
+  std::vector<std::unique_ptr<DeviceMem>> logits;  // rotated copies
+  dfsel_plan* plan = nullptr;
+  std::vector<dfsel_inputs> in;
+  dfsel_outputs out{};
+  cudaStream_t stream = nullptr;
+  size_t workspace = 0;
+  ~Rank() {
+    cudaSetDevice(device);
+    if (plan) dfsel_plan_destroy(plan);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+bool setup_rank(benchmark::State& state, const StepShape& s, int rank, int device, int copies, void* comm, Rank* r) {
+  r->device = device;
+  cudaSetDevice(device);
+  const int64_t vb = s.vocab * rank / s.ranks, ve = s.vocab * (rank + 1) / s.ranks, vs = ve - vb;
+  const bool sharded = s.placement == DFSEL_CODEBOOKS_SHARDED;
+  const int64_t cb_rows = sharded ? vs : s.vocab, cb_first = sharded ? vb : 0;
+  const int64_t n_tokens = (int64_t)s.blocks * kBlock;
+  const size_t cb_row = (size_t)kR * 2;
+  if (!cuda_ok(state, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
+      !cuda_ok(state, r->e_prev.alloc(cb_rows * cb_row, device), "cudaMalloc e_prev") ||
+      !cuda_ok(state, r->e_next.alloc(cb_rows * cb_row, device), "cudaMalloc e_next") ||
+      !cuda_ok(state, r->w_h.alloc((size_t)kR * kEmbd * 2, device), "cudaMalloc w_h") ||
+      !cuda_ok(state, r->hidden.alloc((size_t)n_tokens * kEmbd * 4, device), "cudaMalloc hidden") ||
+      !cuda_ok(state, r->anchors.alloc((size_t)s.blocks * 4, device), "cudaMalloc anchors") ||
+      !cuda_ok(state, r->path.alloc((size_t)s.blocks * kL * 4, device), "cudaMalloc path") ||
+      !cuda_ok(state, r->n_emitted.alloc((size_t)s.blocks * 4, device), "cudaMalloc n_emitted"))
+    return false;
+  // Rank-independent values: every rank sees the same global codebooks and hidden states.
+  fill_hashed(r->e_prev.get(), DFSEL_TYPE_BF16, cb_rows * kR, 0.1f, 11 + cb_first * kR);
+  fill_hashed(r->e_next.get(), DFSEL_TYPE_BF16, cb_rows * kR, 0.1f, 12 + cb_first * kR);
+  fill_hashed(r->w_h.get(), DFSEL_TYPE_BF16, (size_t)kR * kEmbd, 0.02f, 13);
+  fill_hashed(r->hidden.get(), DFSEL_TYPE_F32, (size_t)n_tokens * kEmbd, 1.0f, 14);
+  std::vector<int32_t> anchors(s.blocks);
+  for (int b = 0; b < s.blocks; ++b) anchors[b] = (int32_t)(hash64(b) % (uint64_t)s.vocab);
+  cudaMemcpy(r->anchors.get(), anchors.data(), anchors.size() * 4, cudaMemcpyHostToDevice);
+  for (int c = 0; c < copies; ++c) {
+    r->logits.emplace_back(new DeviceMem());
+    if (!cuda_ok(state, r->logits.back()->alloc((size_t)n_tokens * vs * 4, device), "cudaMalloc logits")) return false;
+    fill_hashed(r->logits.back()->get(), DFSEL_TYPE_F32, (size_t)n_tokens * vs, 8.0f, 100 + c * 7919 + rank);
+  }
+  dfsel_plan_desc d{};
+  d.config = dfsel_config{s.vocab, kEmbd, kR, kK, kBlock, 1.0f, 0.0f, s.blocks};
+  d.shard = dfsel_shard{rank, s.ranks, vb, ve};
+  d.backend = DFSEL_BACKEND_CUDA;
+  d.device = device;
+  d.placement = s.placement;
+  d.e_prev = matrix(r->e_prev.get(), DFSEL_TYPE_BF16, kR, cb_rows, cb_row);
+  d.e_next = matrix(r->e_next.get(), DFSEL_TYPE_BF16, kR, cb_rows, cb_row);
+  d.w_h = matrix(r->w_h.get(), DFSEL_TYPE_BF16, kEmbd, kR, (size_t)kEmbd * 2);
+  d.nccl_comm = comm;
+  char msg[512];
+  if (dfsel_plan_create(&d, &r->plan, msg, sizeof msg) != DFSEL_SUCCESS) {
+    state.SkipWithError(msg);
+    return false;
+  }
+  dfsel_workspace_size(&d, &r->workspace, msg, sizeof msg);
+  for (int c = 0; c < copies; ++c) {
+    dfsel_inputs in{};
+    in.logits = matrix(r->logits[c]->get(), DFSEL_TYPE_F32, vs, n_tokens, (size_t)vs * 4);
+    in.hidden = matrix(r->hidden.get(), DFSEL_TYPE_F32, kEmbd, n_tokens, (size_t)kEmbd * 4);
+    in.anchors = r->anchors.as<int32_t>();
+    in.n_blocks = s.blocks;
+    r->in.push_back(in);
+  }
+  r->out.path = r->path.as<int32_t>();
+  r->out.n_emitted = r->n_emitted.as<int32_t>();
+  return cuda_ok(state, cudaDeviceSynchronize(), "set-up");
+}
+
+size_t record_bytes(const StepShape& s) {
+  const int64_t rows = (int64_t)s.blocks * kL;
+  size_t b = (size_t)rows * kK * 8;
+  if (s.placement == DFSEL_CODEBOOKS_SHARDED) b += (size_t)rows * kK * 2 * kR * 2 + (size_t)s.blocks * (16 + kR * 2);
+  return b;
+}
+
+void selector_step(benchmark::State& state, StepShape s) {
+  const int copies = rotation_copies((size_t)s.blocks * kBlock * s.vocab * 4);
+  Rank r;
+  if (!setup_rank(state, s, 0, 0, copies, nullptr, &r)) return;
+  time_graph(state, copies, s.bytes(), [&](int c, cudaStream_t st) {
+    return dfsel_plan_run(r.plan, &r.in[c], &r.out, st) == DFSEL_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+  });
+  state.counters["workspace_bytes"] = (double)r.workspace;
+  const double us = state.counters["x_floor"] * state.counters["floor_us"];
+  if (s.vocab == 202048 && s.blocks == 1) state.counters["x_vs_torch"] = kTorchSelectorUs / us;
+}
+
+// S shards driven by one thread on one GPU: S top-K launches, S*S record copies, S lattices.
+void simulated_shards(benchmark::State& state, StepShape s) {
+  const int copies = rotation_copies((size_t)s.blocks * kBlock * s.vocab * 4);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  std::vector<dfsel_plan*> plans;
+  for (int i = 0; i < s.ranks; ++i) {
+    ranks.emplace_back(new Rank());
+    if (!setup_rank(state, s, i, 0, copies, nullptr, ranks.back().get())) return;
+    plans.push_back(ranks.back()->plan);
+  }
+  std::vector<dfsel_inputs> in(s.ranks);
+  std::vector<dfsel_outputs> out(s.ranks);
+  time_graph(state, copies, s.bytes(), [&](int c, cudaStream_t st) {
+    std::vector<void*> streams(s.ranks, st);
+    for (int i = 0; i < s.ranks; ++i) {
+      in[i] = ranks[i]->in[c];
+      out[i] = ranks[i]->out;
+    }
+    return dfsel_run_group(s.ranks, plans.data(), in.data(), out.data(), streams.data()) == DFSEL_SUCCESS ? cudaSuccess
+                                                                                                      : cudaErrorUnknown;
+  });
+  state.counters["record_bytes"] = (double)record_bytes(s);
+}
+
+#if defined(DFSEL_WITH_NCCL)
+// Captures, on every GPU at once, `calls` steps (input copy c = call % copies) into one graph
+// per GPU; each iteration replays them all and reports the slowest GPU's time per call.
+void time_multi_gpu(benchmark::State& state, int n, int copies, double bytes,
+                    const std::function<bool(int copy, std::vector<cudaStream_t>&)>& enqueue,
+                    std::vector<cudaStream_t>& streams) {
+  const int calls = copies * ((kMinGraphCalls + copies - 1) / copies);
+  std::vector<cudaGraph_t> graphs(n, nullptr);
+  std::vector<cudaGraphExec_t> execs(n, nullptr);
+  std::vector<cudaEvent_t> start(n), stop(n);
+  for (int i = 0; i < n; ++i) {
+    cudaSetDevice(i);
+    cudaEventCreate(&start[i]);
+    cudaEventCreate(&stop[i]);
+    if (!cuda_ok(state, cudaStreamBeginCapture(streams[i], cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture")) return;
+  }
+  bool ok = true;
+  for (int c = 0; c < calls && ok; ++c) ok = enqueue(c % copies, streams);
+  for (int i = 0; i < n; ++i) {
+    cudaSetDevice(i);
+    const cudaError_t e = cudaStreamEndCapture(streams[i], &graphs[i]);
+    ok = ok && cuda_ok(state, e, "cudaStreamEndCapture") &&
+         cuda_ok(state, cudaGraphInstantiate(&execs[i], graphs[i], 0), "cudaGraphInstantiate");
+  }
+  if (!ok) {
+    if (!state.error_occurred()) state.SkipWithError("enqueue failed");
+    return;
+  }
+  auto replay = [&]() {
+    for (int i = 0; i < n; ++i) {
+      cudaSetDevice(i);
+      cudaEventRecord(start[i], streams[i]);
+      cudaGraphLaunch(execs[i], streams[i]);
+      cudaEventRecord(stop[i], streams[i]);
+    }
+    double worst = 0.0;
+    for (int i = 0; i < n; ++i) {
+      cudaSetDevice(i);
+      if (cudaEventSynchronize(stop[i]) != cudaSuccess) return -1.0;
+      float ms = 0.0f;
+      cudaEventElapsedTime(&ms, start[i], stop[i]);
+      worst = std::max(worst, (double)ms);
+    }
+    return worst * 1e-3 / calls;
+  };
+  if (replay() < 0) {
+    state.SkipWithError("warm-up replay failed");
+    return;
+  }
+  double total = 0.0;
+  int64_t k = 0;
+  for (auto _ : state) {
+    const double t = replay();
+    if (t < 0) {
+      state.SkipWithError("replay failed");
+      break;
+    }
+    state.SetIterationTime(t);
+    total += t;
+    ++k;
+  }
+  if (k > 0) report_bytes(state, bytes, total / k);
+  for (int i = 0; i < n; ++i) {
+    cudaSetDevice(i);
+    cudaGraphExecDestroy(execs[i]);
+    cudaGraphDestroy(graphs[i]);
+    cudaEventDestroy(start[i]);
+    cudaEventDestroy(stop[i]);
+  }
+}
+
+struct Comms {
+  std::vector<ncclComm_t> comms;
+  ~Comms() {
+    for (ncclComm_t c : comms) ncclCommDestroy(c);
+  }
+};
+
+bool make_comms(benchmark::State& state, int n, Comms* c) {
+  int have = 0;
+  cudaGetDeviceCount(&have);
+  if (have < n) {
+    state.SkipWithError(("needs " + std::to_string(n) + " GPUs, found " + std::to_string(have)).c_str());
+    return false;
+  }
+  c->comms.resize(n);
+  std::vector<int> devs(n);
+  for (int i = 0; i < n; ++i) devs[i] = i;
+  if (ncclCommInitAll(c->comms.data(), n, devs.data()) != ncclSuccess) {
+    state.SkipWithError("ncclCommInitAll failed");
+    return false;
+  }
+  return true;
+}
+
+void distributed_step(benchmark::State& state, StepShape s) {
+  Comms comms;
+  if (!make_comms(state, s.ranks, &comms)) return;
+  const int copies = rotation_copies((size_t)s.blocks * kBlock * (s.vocab / s.ranks) * 4);
+  std::vector<std::unique_ptr<Rank>> ranks(s.ranks);
+  // Plans of one communicator are created together: their set-up is a collective.
+  std::vector<std::thread> threads;
+  std::vector<int> ok(s.ranks, 0);
+  for (int i = 0; i < s.ranks; ++i) {
+    ranks[i].reset(new Rank());
+    threads.emplace_back([&, i] { ok[i] = setup_rank(state, s, i, i, copies, comms.comms[i], ranks[i].get()); });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < s.ranks; ++i)
+    if (!ok[i]) return;
+  std::vector<dfsel_plan*> plans;
+  std::vector<cudaStream_t> streams;
+  for (auto& r : ranks) {
+    plans.push_back(r->plan);
+    streams.push_back(r->stream);
+  }
+  std::vector<dfsel_inputs> in(s.ranks);
+  std::vector<dfsel_outputs> out(s.ranks);
+  time_multi_gpu(state, s.ranks, copies, s.bytes() / s.ranks, [&](int c, std::vector<cudaStream_t>& st) {
+    std::vector<void*> vs(st.begin(), st.end());
+    for (int i = 0; i < s.ranks; ++i) {
+      in[i] = ranks[i]->in[c];
+      out[i] = ranks[i]->out;
+    }
+    return dfsel_run_group(s.ranks, plans.data(), in.data(), out.data(), vs.data()) == DFSEL_SUCCESS;
+  }, streams);
+  state.counters["record_bytes"] = (double)record_bytes(s);
+  state.counters["workspace_bytes"] = (double)ranks[0]->workspace;
+  state.counters["cb_bytes_per_gpu"] =
+      (double)(s.placement == DFSEL_CODEBOOKS_SHARDED ? s.vocab / s.ranks : s.vocab) * kR * 2 * 2;
+}
+
+// The peer: every rank all-gathers its logits slice, rebuilds whole rows and selects on them.
+void full_logit_gather(benchmark::State& state, StepShape s, bool cub) {
+  Comms comms;
+  if (!make_comms(state, s.ranks, &comms)) return;
+  const int rows = s.blocks * kL;
+  const int64_t vs = s.vocab / s.ranks, V = vs * s.ranks;
+  struct Peer {
+    DeviceMem slice, gathered, full, out, ids_in, keys_out, ids_out, offsets, temp, scratch;
+    size_t temp_bytes = 0;
+    cudaStream_t stream = nullptr;
+  };
+  std::vector<Peer> p(s.ranks);
+  std::vector<cudaStream_t> streams(s.ranks);
+  int sms = device_sms();
+  for (int i = 0; i < s.ranks; ++i) {
+    cudaSetDevice(i);
+    cudaStreamCreateWithFlags(&p[i].stream, cudaStreamNonBlocking);
+    streams[i] = p[i].stream;
+    p[i].slice.alloc((size_t)rows * vs * 4, i);
+    p[i].gathered.alloc((size_t)rows * V * 4, i);
+    p[i].full.alloc((size_t)rows * V * 4, i);
+    p[i].out.alloc((size_t)rows * kK * sizeof(CandRec), i);
+    p[i].scratch.alloc(cuda::shard_topk_scratch_bytes(rows, kK, V, sms), i);
+    cudaMemset(p[i].scratch.get(), 0, cuda::shard_topk_scratch_bytes(rows, kK, V, sms));
+    fill_hashed(p[i].slice.get(), DFSEL_TYPE_F32, (size_t)rows * vs, 8.0f, 300 + i);
+    if (cub) {
+      p[i].ids_in.alloc((size_t)rows * V * 4, i);
+      p[i].keys_out.alloc((size_t)rows * V * 4, i);
+      p[i].ids_out.alloc((size_t)rows * V * 4, i);
+      p[i].offsets.alloc((size_t)(rows + 1) * 4, i);
+      std::vector<int32_t> off(rows + 1), ids((size_t)rows * V);
+      for (int r = 0; r <= rows; ++r) off[r] = (int32_t)(r * V);
+      for (size_t x = 0; x < ids.size(); ++x) ids[x] = (int32_t)(x % V);
+      cudaMemcpy(p[i].offsets.get(), off.data(), off.size() * 4, cudaMemcpyHostToDevice);
+      cudaMemcpy(p[i].ids_in.get(), ids.data(), ids.size() * 4, cudaMemcpyHostToDevice);
+      cub::DeviceSegmentedRadixSort::SortPairsDescending(nullptr, p[i].temp_bytes, p[i].full.as<float>(),
+                                                         p[i].keys_out.as<float>(), p[i].ids_in.as<int32_t>(),
+                                                         p[i].ids_out.as<int32_t>(), (int)((size_t)rows * V), rows,
+                                                         p[i].offsets.as<int32_t>(), p[i].offsets.as<int32_t>() + 1);
+      p[i].temp.alloc(p[i].temp_bytes, i);
+    }
+    cudaDeviceSynchronize();
+  }
+  time_multi_gpu(state, s.ranks, 1, (double)rows * V * 4, [&](int, std::vector<cudaStream_t>&) {
+    ncclGroupStart();
+    for (int i = 0; i < s.ranks; ++i)
+      ncclAllGather(p[i].slice.get(), p[i].gathered.get(), (size_t)rows * vs * 4, ncclUint8, comms.comms[i], p[i].stream);
+    ncclGroupEnd();
+    for (int i = 0; i < s.ranks; ++i) {
+      cudaSetDevice(i);
+      // [rank][row][vs] -> [row][V]
+      for (int r = 0; r < s.ranks; ++r)
+        cudaMemcpy2DAsync(p[i].full.as<float>() + r * vs, V * 4, p[i].gathered.as<float>() + (size_t)r * rows * vs, vs * 4,
+                          vs * 4, rows, cudaMemcpyDeviceToDevice, p[i].stream);
+      if (cub) {
+        size_t tb = p[i].temp_bytes;
+        cub::DeviceSegmentedRadixSort::SortPairsDescending(p[i].temp.get(), tb, p[i].full.as<float>(),
+                                                           p[i].keys_out.as<float>(), p[i].ids_in.as<int32_t>(),
+                                                           p[i].ids_out.as<int32_t>(), (int)((size_t)rows * V), rows,
+                                                           p[i].offsets.as<int32_t>(), p[i].offsets.as<int32_t>() + 1,
+                                                           0, 32, p[i].stream);
+      } else {
+        cuda::ShardTopKArgs a{};
+        a.logits = p[i].full.get();
+        a.type = DFSEL_TYPE_F32;
+        a.n_cols = V;
+        a.row_stride = (size_t)V * 4;
+        a.map = cuda::RowMapDev{rows, rows, 0};
+        a.n_rows = rows;
+        a.k = kK;
+        a.out = p[i].out.as<CandRec>();
+        a.out_stride = kK;
+        a.scratch = p[i].scratch.get();
+        if (cuda::shard_topk(a, sms, p[i].stream) != cudaSuccess) return false;
+      }
+    }
+    return true;
+  }, streams);
+  for (auto& x : p) cudaStreamDestroy(x.stream);
+}
+#endif
+
+void add(const char* family, void (*fn)(benchmark::State&, StepShape), const StepShape& s) {
+  benchmark::RegisterBenchmark(s.name(family).c_str(), fn, s)->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+const bool registered = [] {
+  for (int blocks : {1, 4, 16, 64}) add("SelectorStep", selector_step, StepShape{blocks, 248320, 1, DFSEL_CODEBOOKS_REPLICATED});
+  add("SelectorStep", selector_step, StepShape{1, 202048, 1, DFSEL_CODEBOOKS_REPLICATED});
+  for (int S : {2, 8})
+    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
+      add("SimulatedShards", simulated_shards, StepShape{1, 248320, S, pl});
+#if defined(DFSEL_WITH_NCCL)
+  // tokens 8 is one block of 8 (block size stays 16 here, so the smallest step is one block).
+  for (int blocks : {1, 4, 16})
+    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
+      add("DistributedStep", distributed_step, StepShape{blocks, 248320, 2, pl});
+  for (int blocks : {1, 16}) {
+    const StepShape s{blocks, 248320, 2, DFSEL_CODEBOOKS_REPLICATED};
+    benchmark::RegisterBenchmark(s.name("FullLogitGather+ShardTopK").c_str(),
+                                 [](benchmark::State& st, StepShape x) { full_logit_gather(st, x, false); }, s)
+        ->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(s.name("FullLogitGather+CubSort").c_str(),
+                                 [](benchmark::State& st, StepShape x) { full_logit_gather(st, x, true); }, s)
+        ->UseManualTime()->Unit(benchmark::kMicrosecond);
+  }
+#endif
+  return true;
+}();
+
+}  // namespace
+}  // namespace dfsel::bench
