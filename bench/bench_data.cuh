@@ -22,7 +22,7 @@ __host__ __device__ inline float hashed_value(uint64_t seed, uint64_t i, float s
   return ((float)(hash64(seed ^ (i * 0x2545F4914F6CDD1Dull)) >> 40) * (2.0f / 16777216.0f) - 1.0f) * scale;
 }
 
-__global__ void fill_hashed_kernel(uint8_t* p, dfsel_type t, size_t n, float scale, uint64_t seed) {
+static __global__ void fill_hashed_kernel(uint8_t* p, dfsel_type t, size_t n, float scale, uint64_t seed) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
     if (t == DFSEL_TYPE_Q8_0) {
