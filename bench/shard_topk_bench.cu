@@ -26,12 +26,14 @@ struct Shape {
   int64_t vocab;
   dfsel_type type;
   int32_t k;
+  int32_t splits = 0;  // 0: shard_topk's heuristic; > 0 forced (the heuristic's tuning sweep)
 
   size_t elem() const { return elem_bytes(type); }
   size_t bytes() const { return (size_t)tokens * vocab * elem(); }
   std::string name(const char* family) const {
     return std::string(family) + "/tokens:" + std::to_string(tokens) + "/vocab:" + std::to_string(vocab) + "/" +
-           (type == DFSEL_TYPE_F32 ? "f32" : type == DFSEL_TYPE_BF16 ? "bf16" : "f16") + "/k:" + std::to_string(k);
+           (type == DFSEL_TYPE_F32 ? "f32" : type == DFSEL_TYPE_BF16 ? "bf16" : "f16") + "/k:" + std::to_string(k) +
+           (splits > 0 ? "/splits:" + std::to_string(splits) : "");
   }
 };
 
@@ -59,7 +61,9 @@ void shard_topk_bench(benchmark::State& state, Shape s) {
   std::vector<std::unique_ptr<DeviceMem>> in;
   if (!make_inputs(state, s, copies, &in)) return;
   const int sms = device_sms();
-  const size_t scratch_bytes = std::max<size_t>(cuda::shard_topk_scratch_bytes(s.tokens, s.k, s.vocab, sms), 256);
+  const size_t scratch_bytes = std::max<size_t>(
+      s.splits > 0 ? cuda::shard_topk_scratch_bytes_split(s.tokens, s.k, s.splits, sms)
+                   : cuda::shard_topk_scratch_bytes(s.tokens, s.k, s.vocab, sms), 256);
   DeviceMem out, scratch;
   if (!cuda_ok(state, out.alloc((size_t)s.tokens * s.k * sizeof(CandRec)), "cudaMalloc") ||
       !cuda_ok(state, scratch.alloc(scratch_bytes), "cudaMalloc") ||
@@ -76,6 +80,7 @@ void shard_topk_bench(benchmark::State& state, Shape s) {
   a.out = out.as<CandRec>();
   a.out_stride = (size_t)s.k;
   a.scratch = scratch.get();
+  a.splits = s.splits;
   time_graph(state, copies, (double)s.bytes(), [&](int copy, cudaStream_t st) {
     a.logits = in[copy]->get();
     return cuda::shard_topk(a, sms, st);
@@ -166,6 +171,10 @@ void add(const char* family, void (*fn)(benchmark::State&, Shape), const Shape& 
   add("ShardTopK", shard_topk_bench, {1024, 248320, DFSEL_TYPE_BF16, 16});
   add("ShardTopK", shard_topk_bench, {16, 124160, DFSEL_TYPE_F32, 1});
   add("ShardTopK", shard_topk_bench, {16, 124160, DFSEL_TYPE_F32, 64});
+  // The sweep the split heuristic is tuned on: a decode step's few rows over many CTAs.
+  for (int64_t v : {124160, 248320})
+    for (int splits : {4, 8, 16, 24, 33, 48, 64, 96, 128})
+      add("ShardTopKSplits", shard_topk_bench, {16, v, DFSEL_TYPE_F32, 16, splits});
   // The peers take milliseconds to seconds a call: the shapes of DESIGN section 5 and a few more.
   for (int32_t tokens : {1, 16, 256, 1024})
     for (int64_t v : vocabs) add("CubSegmentedSortTopK", cub_bench, {tokens, v, DFSEL_TYPE_F32, 16});

@@ -62,19 +62,27 @@ __device__ __forceinline__ void load8(const uint8_t* row, dfsel_type t, int64_t 
   }
 }
 
-// Sums v[0..kAcc) over the 32 lanes of the warp in 62 shuffles: each step halves the values a
-// lane keeps. On return lane l holds the totals of indices 2l and 2l+1 in v[0], v[1].
-__device__ __forceinline__ void warp_reduce_scatter(float (&v)[kAcc], int lane) {
+// One step of a warp reduce-scatter over n values: lanes with bit o set keep the upper half,
+// the others the lower half, each adding its partner's copy of the half it keeps.
+template <int kN>
+__device__ __forceinline__ void reduce_half(float (&v)[kAcc], int o, bool upper) {
 #pragma unroll
-  for (int o = 16, n = kAcc; o >= 1; o >>= 1, n >>= 1) {
-    const bool upper = (lane & o) != 0;
-#pragma unroll
-    for (int i = 0; i < n / 2; ++i) {
-      const float send = upper ? v[i] : v[i + n / 2];
-      const float keep = upper ? v[i + n / 2] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-    }
+  for (int i = 0; i < kN / 2; ++i) {
+    const float send = upper ? v[i] : v[i + kN / 2];
+    const float keep = upper ? v[i + kN / 2] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
   }
+}
+
+// Sums v[0..kAcc) over the 32 lanes of the warp in 62 shuffles. On return lane l holds the
+// totals of indices 2l and 2l+1 in v[0], v[1] (bit o of the lane chose the upper half).
+__device__ __forceinline__ void warp_reduce_scatter(float (&v)[kAcc], int lane) {
+  static_assert(kAcc == 64, "five halvings leave two values per lane");
+  reduce_half<64>(v, 16, (lane & 16) != 0);
+  reduce_half<32>(v, 8, (lane & 8) != 0);
+  reduce_half<16>(v, 4, (lane & 4) != 0);
+  reduce_half<8>(v, 2, (lane & 2) != 0);
+  reduce_half<4>(v, 1, (lane & 1) != 0);
 }
 
 // Grid: x = row group * n_split + split rank (one cluster per row group), y = tile of rows.

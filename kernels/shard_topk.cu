@@ -336,12 +336,22 @@ size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int n
   return recs == 0 ? 0 : parts_offset(num_sms) + (size_t)recs * sizeof(CandRec);
 }
 
+size_t shard_topk_scratch_bytes_split(int32_t n_rows, int32_t k, int32_t splits, int num_sms) {
+  return parts_offset(num_sms) + (size_t)n_rows * splits * k * sizeof(CandRec);
+}
+
 cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream) {
   if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_cols || a.n_rows < 0) return cudaErrorInvalidValue;
   // Ids are int32: the shard's last id must be one (INT32_MAX - 16 leaves room for a vector).
   if (a.id_offset < 0 || a.id_offset + a.n_cols > INT32_MAX - 16) return cudaErrorInvalidValue;
   if (a.n_rows == 0) return cudaSuccess;
-  const int splits = topk_splits(a.n_rows, a.k, a.n_cols, num_sms);
+  int splits = topk_splits(a.n_rows, a.k, a.n_cols, num_sms);
+  if (a.splits > 0) {  // forced, for tuning: the last CTA's records and the counters must fit
+    if ((int64_t)a.splits * a.k > (int64_t)kSelectThreads * kRecsPerThread || a.splits > a.n_cols ||
+        (a.splits > 1 && a.n_rows > std::max(num_sms, 1) * kCtasPerSm))
+      return cudaErrorInvalidValue;
+    splits = a.splits;
+  }
   if (splits > 1 && a.scratch == nullptr) return cudaErrorInvalidValue;
   switch (a.type) {
     case DFSEL_TYPE_F32: return launch<DFSEL_TYPE_F32>(a, splits, num_sms, stream);

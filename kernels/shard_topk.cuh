@@ -29,12 +29,16 @@ struct ShardTopKArgs {
   CandRec* out;         // row s's list at out + s * out_stride, k records in candidate order
   size_t out_stride;    // in records
   void* scratch;        // shard_topk_scratch_bytes; zeroed once at set-up, left reusable
+  int32_t splits;       // 0: the built-in heuristic; > 0: chunks per row, forced (tuning sweeps)
 };
 
 constexpr int kMaxTopK = 64;
 
 // Scratch for up to n_rows x n_cols on a device with num_sms multiprocessors.
 size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms);
+
+// Scratch for a forced split count (ShardTopKArgs::splits).
+size_t shard_topk_scratch_bytes_split(int32_t n_rows, int32_t k, int32_t splits, int num_sms);
 
 // Enqueues the selection on stream; never allocates, never synchronises; graph-capturable.
 cudaError_t shard_topk(const ShardTopKArgs& args, int num_sms, cudaStream_t stream);
