@@ -76,6 +76,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     DeviceGuard g(desc_.device);
     if (ready_) cudaEventDestroy(ready_);
+    if (fork_) cudaEventDestroy(fork_);
+    if (join_) cudaEventDestroy(join_);
+    if (side_) cudaStreamDestroy(side_);
     if (owned_) cudaFree(owned_);
   }
 
@@ -101,6 +104,9 @@ class CudaBackend final : public Backend {
     // Counters must start at zero; the kernels leave them at zero after every run.
     DFSEL_CUDA_TRY(cudaMemset(base_, 0, c_.g), "cudaMemset of the plan workspace");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
+    DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
+    DFSEL_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
     DFSEL_CUDA_TRY(cudaDeviceSynchronize(), "set-up");
     return Status::success();
   }
@@ -128,6 +134,10 @@ class CudaBackend final : public Backend {
     t.out = layout_cands(l, send_buffer());
     t.out_stride = (size_t)sh_.k;
     t.scratch = base_ + c_.scratch;
+    // The gate does not depend on the top-K: it runs beside it on a side stream that forks
+    // from and joins the caller's stream (a fork/join that graph capture keeps).
+    DFSEL_CUDA_TRY(cudaEventRecord(fork_, st), "cudaEventRecord");
+    DFSEL_CUDA_TRY(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent");
     DFSEL_CUDA_TRY(cuda::shard_topk(t, num_sms_, st), "shard_topk launch");
     cuda::GateArgs g{};
     g.w_h = desc_.w_h.data;
@@ -141,7 +151,9 @@ class CudaBackend final : public Backend {
     g.map = map;
     g.n_rows = l.n_drafted;
     g.g = reinterpret_cast<float*>(base_ + c_.g);
-    DFSEL_CUDA_TRY(cuda::gate(g, num_sms_, st), "gate launch");
+    DFSEL_CUDA_TRY(cuda::gate(g, num_sms_, side_), "gate launch");
+    DFSEL_CUDA_TRY(cudaEventRecord(join_, side_), "cudaEventRecord");
+    DFSEL_CUDA_TRY(cudaStreamWaitEvent(st, join_, 0), "cudaStreamWaitEvent");
     if (sh_.sharded) {
       cuda::PackRecordsArgs p{};
       p.send = static_cast<uint8_t*>(send_buffer());
@@ -243,6 +255,8 @@ class CudaBackend final : public Backend {
   void* owned_ = nullptr;
   uint8_t* base_ = nullptr;
   cudaEvent_t ready_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  cudaStream_t side_ = nullptr;  // the gate's, beside the top-K
   const int32_t* last_anchors_ = nullptr;
 };
 

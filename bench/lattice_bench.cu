@@ -1,0 +1,115 @@
+// The kernels after the top-K, alone, at the SelectorStep shape (V = 248320, R = 256, K = 16,
+// block 16, n_embd 5120, BF16 W_h and codebooks, F32 hidden), CUDA-graph replayed:
+//   Gate          g = W_h . h for every drafted row (bytes: W_h + hidden rows)
+//   ScoreLattice  merge + K x K lattice + walk from one rank's records (bytes: codebook rows)
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_data.cuh"
+#include "bench_util.cuh"
+#include "kernels/gate.cuh"
+#include "kernels/score_lattice.cuh"
+
+namespace dfsel::bench {
+namespace {
+
+constexpr int kR = 256, kK = 16, kBlock = 16, kL = kBlock - 1;
+constexpr int64_t kEmbd = 5120, kVocab = 248320;
+
+void gate_bench(benchmark::State& state, int blocks) {
+  const int rows = blocks * kL, n_tokens = blocks * kBlock;
+  DeviceMem w, h, g;
+  if (!cuda_ok(state, w.alloc((size_t)kR * kEmbd * 2), "cudaMalloc") ||
+      !cuda_ok(state, h.alloc((size_t)n_tokens * kEmbd * 4), "cudaMalloc") ||
+      !cuda_ok(state, g.alloc((size_t)rows * kR * 4), "cudaMalloc"))
+    return;
+  fill_hashed(w.get(), DFSEL_TYPE_BF16, (size_t)kR * kEmbd, 0.02f, 1);
+  fill_hashed(h.get(), DFSEL_TYPE_F32, (size_t)n_tokens * kEmbd, 1.0f, 2);
+  cuda::GateArgs a{};
+  a.w_h = w.get();
+  a.w_type = DFSEL_TYPE_BF16;
+  a.w_row_stride = (size_t)kEmbd * 2;
+  a.hidden = h.get();
+  a.h_type = DFSEL_TYPE_F32;
+  a.h_row_stride = (size_t)kEmbd * 4;
+  a.n_embd = kEmbd;
+  a.rank = kR;
+  a.map = cuda::RowMapDev{kL, kBlock, 1};
+  a.n_rows = rows;
+  a.g = g.as<float>();
+  const int sms = device_sms();
+  time_graph(state, 1, (double)kR * kEmbd * 2 + (double)rows * kEmbd * 4,
+             [&](int, cudaStream_t st) { return cuda::gate(a, sms, st); });
+}
+
+void lattice_bench(benchmark::State& state, int blocks) {
+  const int rows = blocks * kL;
+  const ExchangeLayout l = make_exchange_layout(kK, blocks, kBlock, false, (size_t)kR * 2);
+  // One rank's records: K distinct ids per row in candidate order.
+  std::vector<uint8_t> send(l.bytes, 0);
+  CandRec* c = reinterpret_cast<CandRec*>(send.data());
+  std::mt19937_64 rng(7);
+  for (int d = 0; d < rows; ++d)
+    for (int j = 0; j < kK; ++j) c[(size_t)d * kK + j] = CandRec{10.0f - j * 0.25f, (int32_t)(rng() % kVocab)};
+  std::vector<int32_t> anchors(blocks);
+  for (auto& x : anchors) x = (int32_t)(rng() % kVocab);
+  DeviceMem recv, ep, en, g, an, merged, lattice, counters, err, path, n_emitted;
+  if (!cuda_ok(state, recv.alloc(l.bytes), "cudaMalloc") ||
+      !cuda_ok(state, ep.alloc((size_t)kVocab * kR * 2), "cudaMalloc") ||
+      !cuda_ok(state, en.alloc((size_t)kVocab * kR * 2), "cudaMalloc") ||
+      !cuda_ok(state, g.alloc((size_t)rows * kR * 4), "cudaMalloc") ||
+      !cuda_ok(state, an.alloc((size_t)blocks * 4), "cudaMalloc") ||
+      !cuda_ok(state, merged.alloc((size_t)rows * kK * sizeof(CandRec)), "cudaMalloc") ||
+      !cuda_ok(state, lattice.alloc((size_t)rows * kK * kK * 4), "cudaMalloc") ||
+      !cuda_ok(state, counters.alloc((size_t)blocks * 4), "cudaMalloc") ||
+      !cuda_ok(state, err.alloc(4), "cudaMalloc") || !cuda_ok(state, path.alloc((size_t)rows * 4), "cudaMalloc") ||
+      !cuda_ok(state, n_emitted.alloc((size_t)blocks * 4), "cudaMalloc"))
+    return;
+  cudaMemcpy(recv.get(), send.data(), l.bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy(an.get(), anchors.data(), anchors.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemset(counters.get(), 0, (size_t)blocks * 4);
+  cudaMemset(err.get(), 0, 4);
+  fill_hashed(ep.get(), DFSEL_TYPE_BF16, (size_t)kVocab * kR, 0.1f, 3);
+  fill_hashed(en.get(), DFSEL_TYPE_BF16, (size_t)kVocab * kR, 0.1f, 4);
+  fill_hashed(g.get(), DFSEL_TYPE_F32, (size_t)rows * kR, 1.0f, 5);
+  cuda::LatticeArgs a{};
+  a.recv = recv.as<uint8_t>();
+  a.layout = l;
+  a.n_ranks = 1;
+  a.k = kK;
+  a.rank = kR;
+  a.block_size = kBlock;
+  a.n_blocks = blocks;
+  a.transform = Transform{1.0f, 0.0f};
+  a.e_prev = ep.get();
+  a.e_next = en.get();
+  a.cb_type = DFSEL_TYPE_BF16;
+  a.cb_row_stride = (size_t)kR * 2;
+  a.n_vocab = kVocab;
+  a.anchors = an.as<int32_t>();
+  a.g = g.as<float>();
+  a.path = path.as<int32_t>();
+  a.n_emitted = n_emitted.as<int32_t>();
+  a.n_embd = kEmbd;
+  a.merged = merged.as<CandRec>();
+  a.lattice = lattice.as<float>();
+  a.block_counters = counters.as<unsigned>();
+  a.error = err.as<int32_t>();
+  time_graph(state, 1, (double)rows * kK * 2 * kR * 2, [&](int, cudaStream_t st) { return cuda::score_lattice(a, st); });
+}
+
+const bool registered = [] {
+  for (int blocks : {1, 16}) {
+    const std::string shape = "/tokens:" + std::to_string(blocks * kBlock) + "/vocab:248320/k:16/bf16";
+    benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, blocks)
+        ->UseManualTime()->Unit(benchmark::kMicrosecond);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace dfsel::bench
