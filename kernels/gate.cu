@@ -1,14 +1,15 @@
 // gate: g[s][r] = sum_e W_h[r][e] * h[row(s)][e] (DESIGN section 2).
 //
-// A tall-skinny product bounded by reading W_h once (256 x 5120 BF16 is 2.6 MB, 0.6 us of
-// HBM) and, for a decode step, by latency: few rows give little work per byte. So every load
-// of a pass is issued before any is used, the next pass's W_h is fetched while the current one
-// is multiplied, and n_embd is split over the CTAs of a thread-block cluster whose partial
-// sums meet in distributed shared memory in a fixed order (deterministic, no atomics: every
-// rank computes bitwise the same g, DESIGN section 3).
+// The work is a tall-skinny product: R (~256) W_h rows against at most a few dozen hidden
+// rows per step, bounded by reading W_h once. R alone gives too few warps to keep HBM busy,
+// so the n_embd axis is split as well, over the CTAs of a thread-block cluster whose partial
+// sums meet in distributed shared memory in a fixed order (deterministic, no atomics, no
+// scratch: every rank computes bitwise the same g, DESIGN section 3).
 //
-// One CTA: 8 warps, one W_h row each, against a tile of 16 selected rows; a pass stages
-// 16 x kPass hidden values as float in shared memory, read by all 8 warps.
+// One CTA: 4 warps x 4 W_h rows against a tile of 16 selected rows, n_embd streamed in chunks
+// of 256 elements (8 per lane, 16-byte loads). The hidden chunk is converted to float in
+// shared memory once and read by the 4 warps; each lane keeps 4 x 16 accumulators, so every
+// hidden value loaded from shared memory feeds 4 FMAs and every W_h value 16.
 #include "kernels/gate.cuh"
 
 #include <cooperative_groups.h>
@@ -18,14 +19,14 @@
 namespace dfsel::cuda {
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerCta = kWarps;   // W_h rows, one per warp
-constexpr int kTile = 16;             // selected rows
-constexpr int kPass = 512;            // n_embd elements staged per pass
-constexpr int kVecs = kPass / 8 / 32; // 8-element vectors per lane per pass
-constexpr int kMaxSplit = 8;          // portable cluster size
-constexpr size_t kSmemBytes = (size_t)kTile * kPass * sizeof(float);
+constexpr int kRowsPerWarp = 4;
+constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // W_h rows
+constexpr int kTile = 16;                           // selected rows
+constexpr int kChunk = 256;                         // n_embd elements per pass
+constexpr int kMaxSplit = 8;                        // portable cluster size
+constexpr int kAcc = kRowsPerWarp * kTile;          // accumulators per lane
 
 // Elements e0..e0+7 of a row as float. kVec: the 8 elements lie inside the row and the row
 // start is aligned for one 16-byte load (F32: two), or 2 bytes for Q8_0 blocks.
@@ -61,100 +62,104 @@ __device__ __forceinline__ void load8(const uint8_t* row, dfsel_type t, int64_t 
   }
 }
 
+// One step of a warp reduce-scatter over n values: lanes with bit o set keep the upper half,
+// the others the lower half, each adding its partner's copy of the half it keeps.
+template <int kN>
+__device__ __forceinline__ void reduce_half(float (&v)[kAcc], int o, bool upper) {
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) {
+    const float send = upper ? v[i] : v[i + kN / 2];
+    const float keep = upper ? v[i + kN / 2] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+  }
+}
+
+// Sums v[0..kAcc) over the 32 lanes of the warp in 62 shuffles. On return lane l holds the
+// totals of indices 2l and 2l+1 in v[0], v[1] (bit o of the lane chose the upper half).
+__device__ __forceinline__ void warp_reduce_scatter(float (&v)[kAcc], int lane) {
+  static_assert(kAcc == 64, "five halvings leave two values per lane");
+  reduce_half<64>(v, 16, (lane & 16) != 0);
+  reduce_half<32>(v, 8, (lane & 8) != 0);
+  reduce_half<16>(v, 4, (lane & 4) != 0);
+  reduce_half<8>(v, 2, (lane & 2) != 0);
+  reduce_half<4>(v, 1, (lane & 1) != 0);
+}
+
 // Grid: x = row group * n_split + split rank (one cluster per row group), y = tile of rows.
-// Split `split` covers n_embd elements [e_lo, e_hi), a multiple of 8 wide except the last.
 template <bool kVec, bool kCluster>
-__global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split, int64_t slice) {
-  extern __shared__ __align__(16) float hs[];  // [kTile][kPass]
+__global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split) {
+  // Hidden chunk, lane-major halves: element 8l + 4h + c of the chunk sits at [h][4l + c], so
+  // that a warp reading one half per lane touches 512 contiguous bytes (no bank conflicts).
+  __shared__ __align__(16) float hs[kTile][2][kChunk / 2];
   __shared__ float red[kRowsPerCta * kTile];
+
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int split = blockIdx.x % n_split;
-  const int r = (blockIdx.x / n_split) * kRowsPerCta + warp;
+  const int r0 = (blockIdx.x / n_split) * kRowsPerCta + warp * kRowsPerWarp;
   const int s0 = blockIdx.y * kTile;
   const int64_t n = a.n_embd;
-  const int64_t e_lo = split * slice, e_hi = e_lo + slice < n ? e_lo + slice : n;
-  const uint8_t* wrow = (const uint8_t*)a.w_h + (size_t)(r < a.rank ? r : 0) * a.w_row_stride;
+  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+  const uint8_t* w = (const uint8_t*)a.w_h;
   const uint8_t* h = (const uint8_t*)a.hidden;
 
-  float acc[kTile];
+  float acc[kAcc];
 #pragma unroll
-  for (int t = 0; t < kTile; ++t) acc[t] = 0.0f;
-  float wv[kVecs][8];
-  auto load_w = [&](int64_t p0) {
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+
+  for (int64_t c = split; c < n_chunks; c += n_split) {
+    const int64_t c0 = c * kChunk;
+    const int64_t e0 = c0 + lane * 8;
+    // W_h first: the long-latency loads are in flight while the hidden chunk is staged.
+    float wv[kRowsPerWarp][8];
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int64_t e = p0 + 8 * (lane + 32 * i);
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const bool live = r0 + i < a.rank && e0 < n;
 #pragma unroll
-      for (int x = 0; x < 8; ++x) wv[i][x] = 0.0f;
-      if (r < a.rank && e < e_hi) load8<kVec>(wrow, a.w_type, e, e_hi, wv[i]);
+      for (int e = 0; e < 8; ++e) wv[i][e] = 0.0f;
+      if (live) load8<kVec>(w + (size_t)(r0 + i) * a.w_row_stride, a.w_type, e0, n, wv[i]);
     }
-  };
-  load_w(e_lo);
-  for (int64_t p0 = e_lo; p0 < e_hi; p0 += kPass) {
-    // Stage the tile's hidden values of this pass, half at a time (registers), each half's
-    // loads all issued before its stores.
-    constexpr int kStage = kTile * kPass / 8 / kThreads / 2;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float hv[kStage][8];
-#pragma unroll
-      for (int q = 0; q < kStage; ++q) {
-        const int o = tid + (q + half * kStage) * kThreads, t = o / (kPass / 8), v = o % (kPass / 8);
-        const int64_t e = p0 + 8 * v;
-#pragma unroll
-        for (int x = 0; x < 8; ++x) hv[q][x] = 0.0f;
-        if (s0 + t < a.n_rows && e < e_hi) {
-          const int64_t s = s0 + t;
-          const int64_t row = (s / a.map.group_rows) * a.map.group_stride + a.map.group_offset + s % a.map.group_rows;
-          load8<kVec>(h + (size_t)row * a.h_row_stride, a.h_type, e, e_hi, hv[q]);
-        }
+    for (int q = tid; q < kTile * 32; q += kThreads) {
+      const int t = q >> 5, l = q & 31;
+      const int64_t he = c0 + l * 8;
+      float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (s0 + t < a.n_rows && he < n) {
+        const int64_t s = s0 + t;
+        const int64_t row = (s / a.map.group_rows) * a.map.group_stride + a.map.group_offset +
+                            s % a.map.group_rows;
+        load8<kVec>(h + (size_t)row * a.h_row_stride, a.h_type, he, n, v);
       }
-#pragma unroll
-      for (int q = 0; q < kStage; ++q) {
-        const int o = tid + (q + half * kStage) * kThreads, t = o / (kPass / 8), v = o % (kPass / 8);
-        *(float4*)&hs[t * kPass + 8 * v] = make_float4(hv[q][0], hv[q][1], hv[q][2], hv[q][3]);
-        *(float4*)&hs[t * kPass + 8 * v + 4] = make_float4(hv[q][4], hv[q][5], hv[q][6], hv[q][7]);
-      }
+      *(float4*)&hs[t][0][l * 4] = make_float4(v[0], v[1], v[2], v[3]);
+      *(float4*)&hs[t][1][l * 4] = make_float4(v[4], v[5], v[6], v[7]);
     }
     __syncthreads();
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
-      float s = acc[t];
+      const float4 x = *(const float4*)&hs[t][0][lane * 4];
+      const float4 y = *(const float4*)&hs[t][1][lane * 4];
 #pragma unroll
-      for (int i = 0; i < kVecs; ++i) {
-        const float4 x = *(const float4*)&hs[t * kPass + 8 * (lane + 32 * i)];
-        const float4 y = *(const float4*)&hs[t * kPass + 8 * (lane + 32 * i) + 4];
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        float s = acc[i * kTile + t];
         s = fmaf(wv[i][0], x.x, s); s = fmaf(wv[i][1], x.y, s);
         s = fmaf(wv[i][2], x.z, s); s = fmaf(wv[i][3], x.w, s);
         s = fmaf(wv[i][4], y.x, s); s = fmaf(wv[i][5], y.y, s);
         s = fmaf(wv[i][6], y.z, s); s = fmaf(wv[i][7], y.w, s);
+        acc[i * kTile + t] = s;
       }
-      acc[t] = s;
     }
-    // The next pass's W_h is in flight while this pass's staging area drains.
-    if (p0 + kPass < e_hi) load_w(p0 + kPass);
     __syncthreads();
   }
 
-  // Warp sums in a fixed butterfly order; red[warp][t] is this CTA's partial for (r, s0 + t).
-#pragma unroll
-  for (int t = 0; t < kTile; ++t) {
-    float v = acc[t];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    acc[t] = v;
-  }
-  if (lane < kTile) {
-    float v = acc[0];
-#pragma unroll
-    for (int t = 1; t < kTile; ++t) v = lane == t ? acc[t] : v;
-    red[warp * kTile + lane] = v;
-  }
+  // acc index v = i * kTile + t; the CTA's partial for (W_h row warp*4 + i, tile row t) is
+  // red[warp * kAcc + v], i.e. red[wrow * kTile + t].
+  warp_reduce_scatter(acc, lane);
+  red[warp * kAcc + 2 * lane] = acc[0];
+  red[warp * kAcc + 2 * lane + 1] = acc[1];
+
   const int per = kRowsPerCta * kTile / n_split;
   const int rg0 = (blockIdx.x / n_split) * kRowsPerCta;
   auto write = [&](int o, float v) {
-    const int rr = rg0 + o / kTile, s = s0 + o % kTile;
-    if (rr < a.rank && s < a.n_rows) a.g[(size_t)s * a.rank + rr] = v;
+    const int r = rg0 + o / kTile, s = s0 + o % kTile;
+    if (r < a.rank && s < a.n_rows) a.g[(size_t)s * a.rank + r] = v;
   };
   if constexpr (kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -186,15 +191,9 @@ size_t vec_alignment(dfsel_type t) { return t == DFSEL_TYPE_Q8_0 ? 2 : 16; }
 
 template <bool kVec, bool kCluster>
 cudaError_t launch(const GateArgs& a, dim3 grid, int n_split, cudaStream_t stream) {
-  cudaError_t e = cudaFuncSetAttribute(gate_kernel<kVec, kCluster>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)kSmemBytes);
-  if (e != cudaSuccess) return e;
-  // Slices of whole 8-element vectors, so that only the last split has a ragged end.
-  const int64_t slice = ((a.n_embd + n_split - 1) / n_split + 7) / 8 * 8;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmemBytes;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   if (kCluster) {
@@ -205,7 +204,7 @@ cudaError_t launch(const GateArgs& a, dim3 grid, int n_split, cudaStream_t strea
     cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
-  return cudaLaunchKernelEx(&cfg, gate_kernel<kVec, kCluster>, a, n_split, slice);
+  return cudaLaunchKernelEx(&cfg, gate_kernel<kVec, kCluster>, a, n_split);
 }
 
 }  // namespace
@@ -227,7 +226,7 @@ cudaError_t gate(const GateArgs& a, int num_sms, cudaStream_t stream) {
   const int row_groups = (a.rank + kRowsPerCta - 1) / kRowsPerCta;
   const int tiles = (a.n_rows + kTile - 1) / kTile;
   if (tiles > 65535) return cudaErrorInvalidValue;
-  const int64_t n_vecs = (a.n_embd + 7) / 8;
+  const int64_t n_chunks = (a.n_embd + kChunk - 1) / kChunk;
 
   // Split n_embd only while the grid is short of about two CTAs per SM (few rows).
   int dev = 0, cluster_ok = 0;
@@ -237,7 +236,7 @@ cudaError_t gate(const GateArgs& a, int num_sms, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   int n_split = 1;
   if (cluster_ok) {
-    while (n_split < kMaxSplit && 2 * n_split * 32 <= n_vecs &&
+    while (n_split < kMaxSplit && 2 * n_split <= n_chunks &&
            (int64_t)row_groups * tiles * n_split < 2 * (int64_t)num_sms)
       n_split *= 2;
   }
