@@ -60,7 +60,7 @@ Status create(const dfsel_plan_desc* desc, dfsel_plan** out) {
   if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
   const Status local = create_local(desc, plan.get());
   // Every rank of a communicator joins the set-up exchange, also one whose own checks failed.
-  if (desc && desc->nccl_comm && desc->backend != DFSEL_BACKEND_CPU)
+  if (desc && desc->nccl_comm && dfsel::enum_value(desc->backend) != DFSEL_BACKEND_CPU)
     DFSEL_TRY(dfsel::nccl_setup(*desc, local, &plan->exchange));
   DFSEL_TRY(local);
   *out = plan.release();

@@ -201,6 +201,9 @@ Status make_cpu_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std
   if (desc.workspace && desc.workspace_bytes < cpu_workspace_bytes(desc, shape))
     return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
                 desc.workspace_bytes, cpu_workspace_bytes(desc, shape));
+  // The carve places floats and records at 16-byte offsets from the base.
+  if (desc.workspace && reinterpret_cast<uintptr_t>(desc.workspace) % 16 != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "workspace = %p is not aligned to 16 bytes", desc.workspace);
   if (desc.nccl_comm)
     return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
   try {

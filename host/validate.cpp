@@ -10,6 +10,11 @@ namespace dfsel {
 
 namespace {
 
+bool is_type_id(int t) {
+  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16 || t == DFSEL_TYPE_Q8_0 ||
+         t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K;
+}
+
 bool is_float_type(dfsel_type t) {
   return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16;
 }
@@ -34,9 +39,11 @@ size_t elem_bytes(dfsel_type t) {
 Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_t ne0,
                     int64_t ne1_min, bool exact_ne1) {
   if (!t.data) return fail(DFSEL_INVALID_ARGUMENT, "%s.data is NULL", name);
-  if (weight ? !is_weight_type(t.type) : !is_float_type(t.type))
-    return fail(DFSEL_UNSUPPORTED, "%s.type = %d (%s) is not supported here; use %s", name,
-                (int)t.type, dfsel_type_name(t.type), weight ? "F32, F16, BF16, Q8_0, Q4_K or Q6_K" : "F32, F16 or BF16");
+  const int type = enum_value(t.type);
+  if (!is_type_id(type) || (weight ? !is_weight_type(t.type) : !is_float_type(t.type)))
+    return fail(DFSEL_UNSUPPORTED, "%s.type = %d (%s) is not supported here; use %s", name, type,
+                is_type_id(type) ? dfsel_type_name(t.type) : "not a dfsel_type",
+                weight ? "F32, F16, BF16, Q8_0, Q4_K or Q6_K" : "F32, F16 or BF16");
   if (t.ne[0] != ne0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[0] = %" PRId64 ", expected %" PRId64, name, t.ne[0], ne0);
   if (exact_ne1 ? t.ne[1] != ne1_min : t.ne[1] < ne1_min)
@@ -60,6 +67,16 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   if (is_float_type(t.type) && t.nb[1] % elem_bytes(t.type) != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is not a multiple of the element size %zu", name,
                 t.nb[1], elem_bytes(t.type));
+  // Every Q8_0 block starts with an f16 scale, read in place.
+  if (t.type == DFSEL_TYPE_Q8_0 && t.nb[1] % 2 != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is odd; Q8_0 rows must start at even addresses", name,
+                t.nb[1]);
+  // No buffer spans more than half the address space; a larger claim would wrap row offsets.
+  size_t span;
+  if (__builtin_mul_overflow((size_t)(t.ne[1] - 1), t.nb[1], &span) || __builtin_add_overflow(span, rb, &span) ||
+      span > (size_t)PTRDIFF_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s spans more than 2^63 bytes: ne[1] = %" PRId64 " rows of nb[1] = %zu bytes",
+                name, t.ne[1], t.nb[1]);
   if (reinterpret_cast<uintptr_t>(t.data) % (t.type == DFSEL_TYPE_F32 ? 4 : 2) != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.data = %p is not aligned to its element", name, t.data);
   return Status::success();
@@ -75,7 +92,8 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   const dfsel_shard& s = desc->shard;
   if (c.n_vocab <= 0 || c.n_vocab > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.n_vocab = %" PRId64 " must be in [1, 2^31)", c.n_vocab);
-  if (c.n_embd <= 0) return fail(DFSEL_INVALID_ARGUMENT, "config.n_embd = %" PRId64 " must be positive", c.n_embd);
+  if (c.n_embd <= 0 || c.n_embd > INT32_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_embd = %" PRId64 " must be in [1, 2^31)", c.n_embd);
   if (c.rank <= 0 || c.rank > kMaxRank)
     return fail(DFSEL_INVALID_ARGUMENT, "config.rank = %d must be in [1, %d]", c.rank, kMaxRank);
   if (c.top_k < 1 || c.top_k > kMaxTopKLimit)
@@ -88,6 +106,10 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_INVALID_ARGUMENT, "config.softcap = %g must be finite", c.softcap);
   if (c.max_blocks < 1)
     return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d must be at least 1", c.max_blocks);
+  // Drafted rows are counted in 32 bits (exchange layout, kernels' grids).
+  if ((int64_t)c.max_blocks * (c.block_size - 1) > INT32_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d times block_size - 1 = %d drafted rows exceeds 2^31 - 1",
+                c.max_blocks, c.block_size - 1);
   if (s.n_ranks < 1) return fail(DFSEL_INVALID_ARGUMENT, "shard.n_ranks = %d must be at least 1", s.n_ranks);
   if (s.rank < 0 || s.rank >= s.n_ranks)
     return fail(DFSEL_INVALID_ARGUMENT, "shard.rank = %d is outside [0, %d)", s.rank, s.n_ranks);
@@ -97,10 +119,11 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if (c.top_k > s.v_end - s.v_begin)
     return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d is larger than the shard's %" PRId64 " tokens [%" PRId64 ", %" PRId64 ")",
                 c.top_k, s.v_end - s.v_begin, s.v_begin, s.v_end);
-  if (desc->backend != DFSEL_BACKEND_AUTO && desc->backend != DFSEL_BACKEND_CPU && desc->backend != DFSEL_BACKEND_CUDA)
-    return fail(DFSEL_INVALID_ARGUMENT, "backend = %d is not a dfsel_backend", (int)desc->backend);
-  if (desc->placement != DFSEL_CODEBOOKS_REPLICATED && desc->placement != DFSEL_CODEBOOKS_SHARDED)
-    return fail(DFSEL_INVALID_ARGUMENT, "placement = %d is not a dfsel_placement", (int)desc->placement);
+  const int backend = enum_value(desc->backend), placement = enum_value(desc->placement);
+  if (backend != DFSEL_BACKEND_AUTO && backend != DFSEL_BACKEND_CPU && backend != DFSEL_BACKEND_CUDA)
+    return fail(DFSEL_INVALID_ARGUMENT, "backend = %d is not a dfsel_backend", backend);
+  if (placement != DFSEL_CODEBOOKS_REPLICATED && placement != DFSEL_CODEBOOKS_SHARDED)
+    return fail(DFSEL_INVALID_ARGUMENT, "placement = %d is not a dfsel_placement", placement);
   const bool sharded = desc->placement == DFSEL_CODEBOOKS_SHARDED;
   const int64_t cb_rows = sharded ? s.v_end - s.v_begin : c.n_vocab;
   DFSEL_TRY(check_matrix("e_prev", desc->e_prev, true, c.rank, cb_rows, true));

@@ -1,9 +1,22 @@
 // Argument checks shared by every backend: each failure names the argument and its value.
 #pragma once
 
+#include <cstring>
+
 #include "plan.h"
 
 namespace dfsel {
+
+// The enums of a description come from C, where any int may be stored in them, but C++ may not
+// load an enum outside its enumerators' range. Checks read the stored int, so that a value is
+// known to be an enumerator before anything reads it as the enum.
+template <typename E>
+int enum_value(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "the C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape);
 Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_outputs* out);

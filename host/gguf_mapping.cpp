@@ -1,0 +1,67 @@
+// Mapping: a whole file mapped read-only, the storage behind File::open.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "gguf_file.h"
+#include "gguf_format.h"
+
+namespace dfsel::gguf {
+
+Mapping::~Mapping() {
+  if (addr_) munmap(addr_, size_);
+}
+
+Mapping::Mapping(Mapping&& other) noexcept : addr_(other.addr_), size_(other.size_) {
+  other.addr_ = nullptr;
+  other.size_ = 0;
+}
+
+Mapping& Mapping::operator=(Mapping&& other) noexcept {
+  if (this != &other) {
+    if (addr_) munmap(addr_, size_);
+    addr_ = other.addr_;
+    size_ = other.size_;
+    other.addr_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+Status Mapping::map(const std::string& path, Mapping* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status{DFSEL_IO_ERROR, cat("cannot open: ", std::generic_category().message(errno))};
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status{DFSEL_IO_ERROR, cat("cannot stat: ", std::generic_category().message(err))};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status{DFSEL_IO_ERROR, "not a regular file"};
+  }
+  Mapping m;
+  m.size_ = static_cast<size_t>(st.st_size);
+  if (m.size_ > 0) {  // an empty file has nothing to map; the parser reports it as truncated
+    void* p = mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      return Status{DFSEL_IO_ERROR,
+                    cat("cannot map ", m.size_, " bytes: ", std::generic_category().message(err))};
+    }
+    m.addr_ = p;
+  }
+  ::close(fd);
+  *out = std::move(m);
+  return Status::success();
+}
+
+}  // namespace dfsel::gguf

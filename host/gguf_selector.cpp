@@ -1,0 +1,200 @@
+// The DFlash2 selector view of a parsed draft (DESIGN section 4): checks the dflash metadata
+// against the three selector tensors and exposes them as dfsel_tensor views.
+#include "gguf_selector.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "gguf_format.h"
+#include "kernels/common/numeric.cuh"
+#include "kquant.h"
+
+namespace dfsel::gguf {
+
+namespace {
+
+Status format_error(std::string what) { return Status{DFSEL_FORMAT_ERROR, std::move(what)}; }
+
+// A required integer key within [lo, hi].
+Status required_int(const File& f, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+  const KeyValue* kv = f.find_key(key);
+  if (kv == nullptr) return format_error(cat("metadata key '", key, "' is missing"));
+  if (!f.read_int(*kv, out)) {
+    if (kv->type == ValueType::U64)
+      return format_error(cat(key, " = ", f.render(*kv), " is outside [", lo, ", ", hi, "]"));
+    return format_error(
+        cat(key, " has type ", value_type_name(uint32_t(kv->type)), ", expected an integer"));
+  }
+  if (*out < lo || *out > hi)
+    return format_error(cat(key, " = ", *out, " is outside [", lo, ", ", hi, "]"));
+  return Status::success();
+}
+
+// An optional float key, left as is when absent.
+Status optional_float(const File& f, const char* key, double* out) {
+  const KeyValue* kv = f.find_key(key);
+  if (kv == nullptr) return Status::success();
+  if (!f.read_float(*kv, out))
+    return format_error(
+        cat(key, " has type ", value_type_name(uint32_t(kv->type)), ", expected f32 or f64"));
+  if (!std::isfinite(*out) || std::fabs(*out) > double(std::numeric_limits<float>::max()))
+    return format_error(cat(key, " = ", f.render(*kv), " is not a finite float"));
+  return Status::success();
+}
+
+bool selector_type(uint32_t t) {
+  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16 ||
+         t == DFSEL_TYPE_Q8_0 || t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K;
+}
+
+Status find_selector_tensor(const File& f, const char* name, const TensorInfo** out) {
+  const TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) return format_error(cat("tensor '", name, "' is missing"));
+  if (!selector_type(t->type)) {
+    TypeLayout lay;
+    type_layout(t->type, &lay);  // parsing accepted known types only
+    return Status{DFSEL_UNSUPPORTED,
+                  cat("tensor '", name, "' has ggml type ", t->type, " (", lay.name,
+                      "); the selector reads f32, f16, bf16, q8_0, q4_K and q6_K")};
+  }
+  if (t->ne[2] != 1 || t->ne[3] != 1)
+    return format_error(cat("tensor '", name, "' has shape ", shape_string(t->ne, t->n_dims),
+                            ", expected two dimensions"));
+  *out = t;
+  return Status::success();
+}
+
+// Rows [r0, r1) of a two-dimensional tensor as a view: into the file where the selector reads
+// the stored type directly and the data is aligned for it, else into *owned.
+void view_rows(const File& f, const TensorInfo& t, int64_t r0, int64_t r1,
+               std::vector<uint16_t>* owned, dfsel_tensor* v) {
+  const int64_t n = t.ne[0];
+  const int64_t rows = r1 - r0;
+  TypeLayout lay;
+  type_layout(t.type, &lay);
+  const size_t src_row = size_t(n / lay.block_elems) * lay.block_bytes;
+  const uint8_t* src = f.tensor_data(t) + size_t(r0) * src_row;
+  *v = dfsel_tensor{};
+  if (t.type == DFSEL_TYPE_Q4_K || t.type == DFSEL_TYPE_Q6_K) {
+    owned->resize(size_t(rows) * size_t(n));
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (t.type == DFSEL_TYPE_Q4_K)
+        dequantize_q4_k(src + size_t(r) * src_row, n, row.data());
+      else
+        dequantize_q6_k(src + size_t(r) * src_row, n, row.data());
+      uint16_t* dst = owned->data() + size_t(r) * size_t(n);
+      for (int64_t e = 0; e < n; ++e) dst[e] = float_to_bf16(row[size_t(e)]);
+    }
+    v->data = owned->data();
+    v->type = DFSEL_TYPE_BF16;
+    v->nb[0] = 2;
+    v->nb[1] = row_bytes(DFSEL_TYPE_BF16, n);
+  } else {
+    const dfsel_type type = static_cast<dfsel_type>(t.type);
+    const size_t bytes = size_t(rows) * row_bytes(type, n);
+    const size_t align = type == DFSEL_TYPE_F32 ? 4 : 2;
+    if (reinterpret_cast<uintptr_t>(src) % align != 0) {  // general.alignment 1 or 2
+      owned->resize(bytes / 2);
+      memcpy(owned->data(), src, bytes);
+      src = reinterpret_cast<const uint8_t*>(owned->data());
+    }
+    v->data = src;
+    v->type = type;
+    v->nb[0] = lay.block_bytes;
+    v->nb[1] = row_bytes(type, n);
+  }
+  v->ne[0] = n;
+  v->ne[1] = rows;
+  v->ne[2] = 1;
+  v->ne[3] = 1;
+  v->nb[2] = v->nb[1] * size_t(rows);
+  v->nb[3] = v->nb[2];
+}
+
+// Checks the metadata and the selector tensors against each other; fills cfg and range.
+Status check_selector(const File& f, int64_t v_begin, int64_t v_end, dfsel_config* cfg,
+                      int64_t* range) {
+  const KeyValue* arch = f.find_key("general.architecture");
+  std::string_view arch_name;
+  if (arch == nullptr)
+    return format_error(
+        "metadata key 'general.architecture' is missing (a DFlash2 draft has \"dflash\")");
+  if (!f.read_string(*arch, &arch_name) || arch_name != "dflash")
+    return format_error(cat("general.architecture is ", f.render(*arch), ", expected \"dflash\""));
+  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
+  int64_t rank, top_k, block_size, n_embd;
+  DFSEL_TRY(required_int(f, "dflash.selector_rank", 1, kI32, &rank));
+  DFSEL_TRY(required_int(f, "dflash.selector_top_k", 1, kI32, &top_k));
+  DFSEL_TRY(required_int(f, "dflash.block_size", 2, kI32, &block_size));
+  DFSEL_TRY(required_int(f, "dflash.embedding_length", 1, kI32, &n_embd));
+  double scale = 1.0, softcap = 0.0;
+  DFSEL_TRY(optional_float(f, "dflash.logit_scale", &scale));
+  DFSEL_TRY(optional_float(f, "dflash.final_logit_softcapping", &softcap));
+  if (!(scale > 0)) return format_error(cat("dflash.logit_scale = ", scale, " is not positive"));
+
+  const TensorInfo *prev, *next, *hidden;
+  DFSEL_TRY(find_selector_tensor(f, Selector::kPredecessor, &prev));
+  DFSEL_TRY(find_selector_tensor(f, Selector::kSuccessor, &next));
+  DFSEL_TRY(find_selector_tensor(f, Selector::kHidden, &hidden));
+  for (const TensorInfo* t : {prev, next})
+    if (t->ne[0] != rank)
+      return format_error(cat("tensor '", t->name, "' has shape ", shape_string(t->ne, t->n_dims),
+                              ", expected {R, V} with R = dflash.selector_rank = ", rank));
+  const int64_t n_vocab = prev->ne[1];
+  if (next->ne[1] != n_vocab)
+    return format_error(cat("tensor '", next->name, "' has V = ", next->ne[1], " rows but '",
+                            prev->name, "' has ", n_vocab));
+  if (hidden->ne[0] != n_embd || hidden->ne[1] != rank)
+    return format_error(cat("tensor '", hidden->name, "' has shape ",
+                            shape_string(hidden->ne, hidden->n_dims), ", expected {n_embd, R} = {",
+                            n_embd, ", ", rank, "}"));
+  if (top_k > n_vocab)
+    return format_error(
+        cat("dflash.selector_top_k = ", top_k, " exceeds the vocabulary size V = ", n_vocab));
+  if (v_begin == -1 && v_end == -1) {
+    v_begin = 0;
+    v_end = n_vocab;
+  } else if (v_begin < 0 || v_begin >= v_end || v_end > n_vocab) {
+    return Status{DFSEL_INVALID_ARGUMENT, cat("vocabulary range [v_begin, v_end) = [", v_begin,
+                                              ", ", v_end, ") is not a non-empty range in [0, ",
+                                              n_vocab, ") (-1, -1 selects all of it)")};
+  }
+  cfg->n_vocab = n_vocab;
+  cfg->n_embd = n_embd;
+  cfg->rank = int32_t(rank);
+  cfg->top_k = int32_t(top_k);
+  cfg->block_size = int32_t(block_size);
+  cfg->logit_scale = float(scale);
+  cfg->softcap = float(softcap);
+  cfg->max_blocks = 0;
+  range[0] = v_begin;
+  range[1] = v_end;
+  return Status::success();
+}
+
+}  // namespace
+
+Status Selector::load(const File& file, int64_t v_begin, int64_t v_end, Selector* out) {
+  try {
+    Selector sel;
+    int64_t range[2] = {0, 0};
+    DFSEL_TRY(check_selector(file, v_begin, v_end, &sel.config_, range));
+    sel.v_begin_ = range[0];
+    sel.v_end_ = range[1];
+    view_rows(file, *file.find_tensor(kPredecessor), range[0], range[1], &sel.owned_[0],
+              &sel.e_prev_);
+    view_rows(file, *file.find_tensor(kSuccessor), range[0], range[1], &sel.owned_[1],
+              &sel.e_next_);
+    const TensorInfo& h = *file.find_tensor(kHidden);
+    view_rows(file, h, 0, h.ne[1], &sel.owned_[2], &sel.w_h_);
+    *out = std::move(sel);
+    return Status::success();
+  } catch (const std::bad_alloc&) {
+    return Status{DFSEL_OUT_OF_MEMORY, "out of memory while dequantising the selector tensors"};
+  }
+}
+
+}  // namespace dfsel::gguf
