@@ -39,7 +39,8 @@ def main():
     if a.command:
         print(f"Command: `{a.command}`")
         print()
-    print("Times are medians of CUDA-event-timed graph replays, in microseconds; "
+    print("Times are means over CUDA-graph replays timed with CUDA events (each replay holds at least 16 "
+          "back-to-back calls), in microseconds; "
           "`floor_us` is the bytes moved over 4.27 TB/s.")
     print()
     print("| benchmark | us | " + " | ".join(counters) + " |")
