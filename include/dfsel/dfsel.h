@@ -9,6 +9,12 @@
  *   e_prev  {R, V or V_shard}       e_next  {R, V or V_shard}      w_h {n_embd, R}
  * n_tokens = n_blocks * block_size; row 0 of every block is the anchor position and is not
  * read. Native outputs are indexed by drafted row d = b * L + (p - 1), L = block_size - 1.
+ * Q8_0 tensors need ne[0] % 32 == 0, Q4_K / Q6_K (weights only, widened to BF16 at plan
+ * creation) ne[0] % 256 == 0; rows are nb[1] bytes apart, a multiple of the element size.
+ *
+ * In-process groups (several plans, no NCCL communicator, dfsel_run_group): the next run of
+ * the group must be ordered after this one on every plan's stream (one stream for all, or a
+ * synchronisation between steps).
  */
 #ifndef DFSEL_DFSEL_H
 #define DFSEL_DFSEL_H
@@ -81,7 +87,8 @@ typedef struct dfsel_config {
   int32_t block_size;  /* anchor + L drafted positions */
   float logit_scale;   /* m > 0; 0 means 1 */
   float softcap;       /* c; <= 0 disables */
-  int32_t max_blocks;  /* capacity: the most blocks one run may carry */
+  int32_t max_blocks;  /* capacity: the most blocks one run may carry; max_blocks * (block_size - 1)
+                          and n_embd must stay below 2^31 */
 } dfsel_config;
 
 typedef struct dfsel_shard {
@@ -101,7 +108,8 @@ typedef struct dfsel_plan_desc {
   dfsel_tensor e_next;
   dfsel_tensor w_h;          /* {n_embd, R}, replicated */
   void* nccl_comm;           /* an ncclComm_t owned by the caller, or NULL (in-process exchange) */
-  void* workspace;           /* optional caller-owned workspace; NULL: the plan allocates it */
+  void* workspace;           /* optional caller-owned workspace (dfsel_workspace_size), aligned to
+                                256 bytes for CUDA, 16 for the CPU; NULL: the plan allocates it */
   size_t workspace_bytes;
 } dfsel_plan_desc;
 
@@ -120,7 +128,8 @@ typedef struct dfsel_outputs {
   int32_t* cand_ids;   /* [n_blocks * L][K] global token ids */
   float* unary;        /* [n_blocks * L][K] transformed logits */
   float* scores;       /* [n_blocks * L][K][K]; at p = 1 every predecessor row repeats the anchor's */
-  float* q;            /* [n_blocks * L][K] sampling distribution used at each step (sampling only) */
+  float* q;            /* [n_blocks * L][K] sampling distribution used at each step; written only
+                          when sampling (temperature > 0), zeros after a stop */
   int32_t* path;       /* [n_blocks][L] drafted tokens, -1 after the last emitted one */
   int32_t* n_emitted;  /* [n_blocks] */
   float* packed;       /* llama.cpp packed lattice rows: n_blocks * block_size rows of n_embd floats */
