@@ -49,16 +49,7 @@ inline cudaError_t fill_hashed(void* p, dfsel_type t, size_t n, float scale, uin
 inline size_t elem_bytes(dfsel_type t) { return t == DFSEL_TYPE_F32 ? 4 : 2; }
 
 inline dfsel_tensor matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1) {
-  dfsel_tensor x{};
-  x.data = data;
-  x.type = t;
-  x.ne[0] = ne0;
-  x.ne[1] = ne1;
-  x.ne[2] = x.ne[3] = 1;
-  x.nb[0] = t == DFSEL_TYPE_Q8_0 ? sizeof(BlockQ8_0) : elem_bytes(t);
-  x.nb[1] = nb1;
-  x.nb[2] = x.nb[3] = nb1 * (size_t)ne1;
-  return x;
+  return dfsel_tensor_2d(data, t, ne0, ne1, nb1);
 }
 
 // A device allocation freed with its owner.

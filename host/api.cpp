@@ -199,6 +199,19 @@ const char* dfsel_type_name(dfsel_type type) {
 
 int dfsel_version(void) { return DFSEL_VERSION; }
 
+dfsel_tensor dfsel_tensor_2d(const void* data, dfsel_type type, int64_t ne0, int64_t ne1, size_t nb1) {
+  dfsel_tensor t{};
+  t.data = data;
+  t.type = type;
+  t.ne[0] = ne0;
+  t.ne[1] = ne1;
+  t.ne[2] = t.ne[3] = 1;
+  t.nb[0] = dfsel::type_block_bytes(type);
+  t.nb[1] = nb1;
+  t.nb[2] = t.nb[3] = nb1 * (size_t)(ne1 > 0 ? ne1 : 0);
+  return t;
+}
+
 dfsel_status dfsel_cuda_device_count(int* count) {
   if (!count) return DFSEL_INVALID_ARGUMENT;
   *count = 0;

@@ -86,6 +86,8 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
 
 size_t tensor_row_bytes(dfsel_type t, int64_t n) { return row_bytes(t, n); }
 
+size_t type_block_bytes(dfsel_type t) { return elem_bytes(t); }
+
 Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
   const dfsel_config& c = desc->config;

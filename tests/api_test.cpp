@@ -85,6 +85,21 @@ TEST(Api, VersionAndNames) {
   EXPECT_STREQ(dfsel_type_name((dfsel_type)99), "unknown type");
 }
 
+TEST(Api, Tensor2dFillsGgmlStrides) {
+  int x = 0;
+  const dfsel_tensor a = dfsel_tensor_2d(&x, DFSEL_TYPE_BF16, 256, 10, 600);
+  EXPECT_EQ(a.data, &x);
+  EXPECT_EQ(a.nb[0], 2u);
+  EXPECT_EQ(a.nb[1], 600u);
+  EXPECT_EQ(a.nb[2], 6000u);
+  EXPECT_EQ(a.ne[2], 1);
+  EXPECT_EQ(a.ne[3], 1);
+  EXPECT_EQ(dfsel_tensor_2d(&x, DFSEL_TYPE_F32, 8, 1, 32).nb[0], 4u);
+  EXPECT_EQ(dfsel_tensor_2d(&x, DFSEL_TYPE_Q8_0, 64, 1, 68).nb[0], 34u);
+  EXPECT_EQ(dfsel_tensor_2d(&x, DFSEL_TYPE_Q4_K, 256, 1, 144).nb[0], 144u);
+  EXPECT_EQ(dfsel_tensor_2d(&x, DFSEL_TYPE_Q6_K, 256, 1, 210).nb[0], 210u);
+}
+
 TEST(Api, ValidPlanRuns) {
   Fixture f;
   dfsel_plan* plan = nullptr;

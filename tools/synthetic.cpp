@@ -195,18 +195,7 @@ struct Runner::Impl {
 Runner::Runner() : impl_(new Impl) {}
 Runner::~Runner() = default;
 
-static dfsel_tensor matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1) {
-  dfsel_tensor x{};
-  x.data = data;
-  x.type = t;
-  x.ne[0] = ne0;
-  x.ne[1] = ne1;
-  x.ne[2] = x.ne[3] = 1;
-  x.nb[0] = t == DFSEL_TYPE_Q8_0 ? sizeof(BlockQ8_0) : (t == DFSEL_TYPE_F32 ? 4 : 2);
-  x.nb[1] = nb1;
-  x.nb[2] = x.nb[3] = nb1 * (size_t)ne1;
-  return x;
-}
+static const auto matrix = dfsel_tensor_2d;
 
 bool Runner::setup(const Problem& problem, std::string* err) {
   Impl& m = *impl_;

@@ -142,6 +142,11 @@ DFSEL_API const char* dfsel_status_string(dfsel_status status);
 DFSEL_API const char* dfsel_type_name(dfsel_type type);
 DFSEL_API int dfsel_version(void);
 
+/* A 2-D ggml-style view {ne0, ne1} of `type` with rows nb1 bytes apart: nb[0] is the type's
+ * element (block) size, ne[2] = ne[3] = 1. A convenience for callers without ggml tensors. */
+DFSEL_API dfsel_tensor dfsel_tensor_2d(const void* data, dfsel_type type, int64_t ne0, int64_t ne1,
+                                       size_t nb1);
+
 /* Whether this build has the CUDA backend and how many GPUs it sees (0 without CUDA). */
 DFSEL_API dfsel_status dfsel_cuda_device_count(int* count);
 

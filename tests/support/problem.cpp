@@ -174,16 +174,7 @@ struct Mem {
 }  // namespace
 
 dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1) {
-  dfsel_tensor x{};
-  x.data = data;
-  x.type = t;
-  x.ne[0] = ne0;
-  x.ne[1] = ne1;
-  x.ne[2] = x.ne[3] = 1;
-  x.nb[0] = t == DFSEL_TYPE_Q8_0 ? sizeof(BlockQ8_0) : t == DFSEL_TYPE_Q4_K ? kQ4KBytes : t == DFSEL_TYPE_Q6_K ? kQ6KBytes : esize(t);
-  x.nb[1] = nb1;
-  x.nb[2] = x.nb[3] = nb1 * (size_t)ne1;
-  return x;
+  return dfsel_tensor_2d(data, t, ne0, ne1, nb1);
 }
 
 namespace {
