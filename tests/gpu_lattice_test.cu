@@ -52,16 +52,7 @@ std::vector<uint8_t> random_rows(dfsel_type t, size_t n, int64_t cols, size_t st
 }
 
 dfsel_tensor tensor2d(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1) {
-  dfsel_tensor x{};
-  x.data = data;
-  x.type = t;
-  x.ne[0] = ne0;
-  x.ne[1] = ne1;
-  x.ne[2] = x.ne[3] = 1;
-  x.nb[0] = t == DFSEL_TYPE_F32 ? 4 : t == DFSEL_TYPE_Q8_0 ? sizeof(BlockQ8_0) : 2;
-  x.nb[1] = nb1;
-  x.nb[2] = x.nb[3] = nb1 * (size_t)ne1;
-  return x;
+  return dfsel_tensor_2d(data, t, ne0, ne1, nb1);
 }
 
 // Agreement to tol relative to max(1, |want|); equal infinities and two NaNs agree.
