@@ -157,6 +157,16 @@ struct Mem {
     if (src) std::memcpy(host.back().data(), src, n);
     return host.back().data();
   }
+  void poison(void* p, size_t n) {
+#if defined(DFSEL_WITH_CUDA)
+    if (cuda) {
+      cudaSetDevice(device);
+      cudaMemset(p, 0xff, n);
+      return;
+    }
+#endif
+    std::memset(p, 0xff, n);
+  }
   template <typename T>
   void get(std::vector<T>* out, const void* p, size_t count) {
     out->resize(count);
@@ -194,28 +204,43 @@ void release_comms(std::vector<void*>& comms, std::vector<void*>& streams) {
 }
 }  // namespace
 
-Result run_case(const Case& c, const Data& d, const RunOpts& r) {
-  Result res;
+struct Session::Impl {
+  Case c;
+  RunOpts r;
+  Mem mem;
+  std::vector<dfsel_plan_desc> descs;
+  std::vector<dfsel_inputs> in;
+  std::vector<dfsel_outputs> out;
+  size_t nd = 0, n_tokens = 0, packed_floats = 0;
+  dfsel_status init = DFSEL_SUCCESS;
+  std::string init_error;
+  int device_of(int s) const { return r.nccl ? s : 0; }
+};
+
+Session::Session(const Case& c, const Data& d, const RunOpts& r) : impl_(new Impl) {
+  Impl& m = *impl_;
+  m.c = c;
+  m.r = r;
   const std::vector<int64_t> bounds = r.bounds.empty() ? std::vector<int64_t>{0, c.V} : r.bounds;
   const int S = (int)bounds.size() - 1;
   const int L = c.block - 1;
-  const size_t nd = (size_t)c.blocks * L, n_tokens = (size_t)c.blocks * c.block;
+  m.nd = (size_t)c.blocks * L;
+  m.n_tokens = (size_t)c.blocks * c.block;
   const size_t cb_row = row_bytes(c.cb_t, c.R);
-  Mem mem;
-  mem.cuda = r.backend == DFSEL_BACKEND_CUDA;
-  std::vector<dfsel_plan*> plans(S, nullptr);
-  std::vector<dfsel_plan_desc> descs(S);
-  std::vector<void*> streams(S, nullptr);
-  std::vector<void*> comms(S, nullptr);
+  m.mem.cuda = r.backend == DFSEL_BACKEND_CUDA;
+  plans.assign(S, nullptr);
+  streams.assign(S, nullptr);
+  comms.assign(S, nullptr);
+  m.descs.resize(S);
 #if defined(DFSEL_WITH_NCCL)
   if (r.nccl) {
     std::vector<int> devs(S);
     for (int s = 0; s < S; ++s) devs[s] = s;
     std::vector<ncclComm_t> cs(S);
     if (ncclCommInitAll(cs.data(), S, devs.data()) != ncclSuccess) {
-      res.status = DFSEL_NCCL_ERROR;
-      res.error = "ncclCommInitAll failed";
-      return res;
+      m.init = DFSEL_NCCL_ERROR;
+      m.init_error = "ncclCommInitAll failed";
+      return;
     }
     for (int s = 0; s < S; ++s) {
       comms[s] = cs[s];
@@ -226,15 +251,16 @@ Result run_case(const Case& c, const Data& d, const RunOpts& r) {
     }
   }
 #endif
-  std::vector<dfsel_inputs> in(S);
-  std::vector<dfsel_outputs> out(S);
-  const size_t packed_floats = (size_t)c.E + r.packed_pad;
+  m.in.resize(S);
+  m.out.resize(S);
+  m.packed_floats = (size_t)c.E + r.packed_pad;
+  Mem& mem = m.mem;
   for (int s = 0; s < S; ++s) {
     const int64_t vb = bounds[s], ve = bounds[s + 1];
-    mem.device = r.nccl ? s : 0;
+    mem.device = m.device_of(s);
     const bool sh = r.placement == DFSEL_CODEBOOKS_SHARDED;
     const int64_t first = sh ? vb : 0, rows = sh ? ve - vb : c.V;
-    dfsel_plan_desc& desc = descs[s];
+    dfsel_plan_desc& desc = m.descs[s];
     desc.device = mem.device;
     desc.nccl_comm = comms[s];
     desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, c.scale, c.softcap, c.blocks};
@@ -245,88 +271,150 @@ Result run_case(const Case& c, const Data& d, const RunOpts& r) {
     desc.e_next = matrix(mem.put(d.e_next.data() + first * cb_row, rows * cb_row), c.cb_t, c.R, rows, cb_row);
     desc.w_h = matrix(mem.put(d.w_h.data(), d.w_h.size()), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
     const uint8_t* lg = static_cast<const uint8_t*>(mem.put(d.logits.data(), d.logits.size()));
-    in[s].logits = matrix(lg + vb * esize(c.logits_t), c.logits_t, ve - vb, n_tokens, d.logits_nb1);
-    in[s].hidden = matrix(mem.put(d.hidden.data(), d.hidden.size()), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
-    in[s].anchors = static_cast<const int32_t*>(mem.put(d.anchors.data(), d.anchors.size() * 4));
-    in[s].n_blocks = c.blocks;
-    in[s].temperature = r.temperature;
-    in[s].p_min = r.p_min;
-    in[s].seed = r.seed;
-    out[s].cand_ids = static_cast<int32_t*>(mem.put(nullptr, nd * c.K * 4));
-    out[s].unary = static_cast<float*>(mem.put(nullptr, nd * c.K * 4));
-    out[s].scores = static_cast<float*>(mem.put(nullptr, nd * c.K * c.K * 4));
-    out[s].q = r.temperature > 0 ? static_cast<float*>(mem.put(nullptr, nd * c.K * 4)) : nullptr;
-    out[s].path = static_cast<int32_t*>(mem.put(nullptr, nd * 4));
-    out[s].n_emitted = static_cast<int32_t*>(mem.put(nullptr, c.blocks * 4));
+    dfsel_inputs& in = m.in[s];
+    in.logits = matrix(lg + vb * esize(c.logits_t), c.logits_t, ve - vb, m.n_tokens, d.logits_nb1);
+    in.hidden = matrix(mem.put(d.hidden.data(), d.hidden.size()), c.hidden_t, c.E, m.n_tokens, d.hidden_nb1);
+    in.anchors = static_cast<const int32_t*>(mem.put(d.anchors.data(), d.anchors.size() * 4));
+    in.n_blocks = c.blocks;
+    in.temperature = r.temperature;
+    in.p_min = r.p_min;
+    in.seed = r.seed;
+    dfsel_outputs& out = m.out[s];
+    out.cand_ids = static_cast<int32_t*>(mem.put(nullptr, m.nd * c.K * 4));
+    out.unary = static_cast<float*>(mem.put(nullptr, m.nd * c.K * 4));
+    out.scores = static_cast<float*>(mem.put(nullptr, m.nd * c.K * c.K * 4));
+    out.q = r.temperature > 0 ? static_cast<float*>(mem.put(nullptr, m.nd * c.K * 4)) : nullptr;
+    out.path = static_cast<int32_t*>(mem.put(nullptr, m.nd * 4));
+    out.n_emitted = static_cast<int32_t*>(mem.put(nullptr, c.blocks * 4));
     if (r.packed && c.E >= (int64_t)c.K + (int64_t)c.K * c.K) {
-      out[s].packed = static_cast<float*>(mem.put(nullptr, n_tokens * packed_floats * 4));
-      out[s].packed_row_stride = packed_floats * 4;
+      out.packed = static_cast<float*>(mem.put(nullptr, m.n_tokens * m.packed_floats * 4));
+      out.packed_row_stride = m.packed_floats * 4;
     }
   }
   if (r.edit_desc)
-    for (int s = 0; s < S; ++s) r.edit_desc(s, &descs[s]);
-  // Plans of one communicator are created together: their set-up is a collective.
+    for (int s = 0; s < S; ++s) r.edit_desc(s, &m.descs[s]);
+}
+
+Session::~Session() {
+  for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
+  release_comms(comms, streams);
+  delete impl_;
+}
+
+dfsel_status Session::create(Result* res) {
+  Impl& m = *impl_;
+  if (m.init != DFSEL_SUCCESS) {
+    res->status = m.init;
+    res->error = m.init_error;
+    return m.init;
+  }
+  const int S = n_shards();
   std::vector<dfsel_status> created(S);
   std::vector<std::string> msgs(S);
-  auto create = [&](int s) {
+  auto create_one = [&](int s) {
     char msg[512] = "";
-    created[s] = dfsel_plan_create(&descs[s], &plans[s], msg, sizeof msg);
+    created[s] = dfsel_plan_create(&m.descs[s], &plans[s], msg, sizeof msg);
     msgs[s] = msg;
   };
-  if (r.nccl) {
+  if (m.r.nccl) {  // plans of one communicator are created together: their set-up is a collective
     std::vector<std::thread> threads;
-    for (int s = 0; s < S; ++s) threads.emplace_back(create, s);
+    for (int s = 0; s < S; ++s) threads.emplace_back(create_one, s);
     for (auto& t : threads) t.join();
   } else {
-    for (int s = 0; s < S; ++s) create(s);
+    for (int s = 0; s < S; ++s) create_one(s);
   }
   for (int s = 0; s < S; ++s) {
-    res.create_status.push_back(created[s]);
-    res.create_errors.push_back(msgs[s]);
-    if (created[s] != DFSEL_SUCCESS && res.status == DFSEL_SUCCESS) {
-      res.status = created[s];
-      res.error = msgs[s];
+    res->create_status.push_back(created[s]);
+    res->create_errors.push_back(msgs[s]);
+    if (created[s] != DFSEL_SUCCESS && res->status == DFSEL_SUCCESS) {
+      res->status = created[s];
+      res->error = msgs[s];
     }
   }
-  if (res.status != DFSEL_SUCCESS) {
-    for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
-    release_comms(comms, streams);
-    return res;
+  return res->status;
+}
+
+void Session::poison() {
+  Impl& m = *impl_;
+  const int S = n_shards();
+  for (int s = 0; s < S; ++s) {
+    m.mem.device = m.device_of(s);
+    const dfsel_outputs& o = m.out[s];
+    m.mem.poison(o.cand_ids, m.nd * m.c.K * 4);
+    m.mem.poison(o.unary, m.nd * m.c.K * 4);
+    m.mem.poison(o.scores, m.nd * m.c.K * m.c.K * 4);
+    if (o.q) m.mem.poison(o.q, m.nd * m.c.K * 4);
+    m.mem.poison(o.path, m.nd * 4);
+    m.mem.poison(o.n_emitted, m.c.blocks * 4);
+    if (o.packed) m.mem.poison(o.packed, m.n_tokens * m.packed_floats * 4);
   }
-  res.status = dfsel_run_group(S, plans.data(), in.data(), out.data(), r.nccl ? streams.data() : nullptr);
+}
+
+dfsel_status Session::enqueue_shard(int s) {
+  Impl& m = *impl_;
+  return dfsel_plan_run(plans[s], &m.in[s], &m.out[s], streams[s]);
+}
+
+dfsel_status Session::enqueue() {
+  Impl& m = *impl_;
+  const int S = n_shards();
+  bool any_stream = false;
+  for (void* st : streams) any_stream = any_stream || st != nullptr;
+  return dfsel_run_group(S, plans.data(), m.in.data(), m.out.data(), any_stream ? streams.data() : nullptr);
+}
+
+Result Session::collect() {
+  Impl& m = *impl_;
+  const Case& c = m.c;
+  const int S = n_shards();
+  Result res;
   for (int s = 0; s < S && res.status == DFSEL_SUCCESS; ++s) res.status = dfsel_plan_check(plans[s], streams[s]);
   if (res.status != DFSEL_SUCCESS) {
     res.error = dfsel_plan_last_error(plans[0]);
-  } else {
+    return res;
+  }
 #if defined(DFSEL_WITH_CUDA)
-    if (mem.cuda) cudaDeviceSynchronize();
+  if (m.mem.cuda) cudaDeviceSynchronize();
 #endif
-    const int dev0 = mem.device;
-    // Every rank must hold the same result; rank S-1's is returned, the others compared.
-    for (int s = S - 1; s >= 0; --s) {
-      Result x;
-      mem.device = r.nccl ? s : dev0;
-      mem.get(&x.cand_ids, out[s].cand_ids, nd * c.K);
-      mem.get(&x.unary, out[s].unary, nd * c.K);
-      mem.get(&x.scores, out[s].scores, nd * c.K * c.K);
-      if (out[s].q) mem.get(&x.q, out[s].q, nd * c.K);
-      mem.get(&x.path, out[s].path, nd);
-      mem.get(&x.n_emitted, out[s].n_emitted, c.blocks);
-      if (out[s].packed) mem.get(&x.packed, out[s].packed, n_tokens * packed_floats);
-      if (s == S - 1) {
-        res.cand_ids = x.cand_ids; res.unary = x.unary; res.scores = x.scores; res.q = x.q;
-        res.path = x.path; res.n_emitted = x.n_emitted; res.packed = x.packed;
-        res.packed_row_floats = packed_floats;
-      } else if (first_diff(x.cand_ids, res.cand_ids) >= 0 || first_diff(x.scores, res.scores) >= 0 ||
-                 first_diff(x.path, res.path) >= 0 || first_diff(x.packed, res.packed) >= 0 ||
-                 first_diff(x.q, res.q) >= 0 || first_diff(x.n_emitted, res.n_emitted) >= 0) {
-        res.status = DFSEL_INTERNAL_ERROR;
-        res.error = "rank " + std::to_string(s) + " holds another result than rank " + std::to_string(S - 1);
-      }
+  // Every rank must hold the same result; rank S-1's is returned, the others compared.
+  for (int s = S - 1; s >= 0; --s) {
+    Result x;
+    m.mem.device = m.device_of(s);
+    const dfsel_outputs& o = m.out[s];
+    m.mem.get(&x.cand_ids, o.cand_ids, m.nd * c.K);
+    m.mem.get(&x.unary, o.unary, m.nd * c.K);
+    m.mem.get(&x.scores, o.scores, m.nd * c.K * c.K);
+    if (o.q) m.mem.get(&x.q, o.q, m.nd * c.K);
+    m.mem.get(&x.path, o.path, m.nd);
+    m.mem.get(&x.n_emitted, o.n_emitted, c.blocks);
+    if (o.packed) m.mem.get(&x.packed, o.packed, m.n_tokens * m.packed_floats);
+    if (s == S - 1) {
+      res.cand_ids = x.cand_ids; res.unary = x.unary; res.scores = x.scores; res.q = x.q;
+      res.path = x.path; res.n_emitted = x.n_emitted; res.packed = x.packed;
+      res.packed_row_floats = m.packed_floats;
+    } else if (first_diff(x.cand_ids, res.cand_ids) >= 0 || first_diff(x.scores, res.scores) >= 0 ||
+               first_diff(x.path, res.path) >= 0 || first_diff(x.packed, res.packed) >= 0 ||
+               first_diff(x.q, res.q) >= 0 || first_diff(x.n_emitted, res.n_emitted) >= 0) {
+      res.status = DFSEL_INTERNAL_ERROR;
+      res.error = "rank " + std::to_string(s) + " holds another result than rank " + std::to_string(S - 1);
     }
   }
-  for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
-  release_comms(comms, streams);
+  return res;
+}
+
+Result run_case(const Case& c, const Data& d, const RunOpts& r) {
+  Session session(c, d, r);
+  Result created;
+  if (session.create(&created) != DFSEL_SUCCESS) return created;
+  Result res;
+  res.status = session.run();
+  if (res.status != DFSEL_SUCCESS) {
+    res.error = dfsel_plan_last_error(session.plans[0]);
+  } else {
+    res = session.collect();
+  }
+  res.create_status = created.create_status;
+  res.create_errors = created.create_errors;
   return res;
 }
 

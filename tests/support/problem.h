@@ -59,6 +59,40 @@ struct Result {
 // poisoned (0xff bytes) before the run, so unwritten elements show up as NaN or -1.
 Result run_case(const Case& c, const Data& d, const RunOpts& r);
 
+// run_case in steps, for tests that act between them (faults, concurrent plans). The
+// constructor puts the inputs in the backend's memory and makes the NCCL communicators
+// (r.nccl); the destructor destroys plans, communicators and streams.
+class Session {
+ public:
+  Session(const Case& c, const Data& d, const RunOpts& r);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Creates every shard's plan (together for NCCL: set-up is a collective); fills
+  // res->create_status / create_errors and returns the first failure.
+  dfsel_status create(Result* res);
+  // Poisons the outputs and enqueues one step on streams (nullptr entries: default stream).
+  dfsel_status run() {
+    poison();
+    return enqueue();
+  }
+  void poison();            // 0xff bytes in every output (synchronous)
+  dfsel_status enqueue();   // dfsel_run_group over every plan
+  dfsel_status enqueue_shard(int s);  // dfsel_plan_run of shard s alone (NCCL plans)
+  // Waits for every plan (dfsel_plan_check) and reads the outputs; every rank must agree.
+  Result collect();
+
+  int n_shards() const { return (int)plans.size(); }
+  std::vector<dfsel_plan*> plans;
+  std::vector<void*> streams;  // one per shard; NCCL: made by the session; else may be set
+  std::vector<void*> comms;    // ncclComm_t per shard with r.nccl, set to nullptr once aborted
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
 // A 2-D ggml-style view {ne0, ne1} with rows nb1 bytes apart.
 dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1);
 
