@@ -1,9 +1,11 @@
 // The C ABI: validation, backend choice, and the three-phase step (select, exchange, finish).
 // Nothing here throws across the boundary, prints or keeps global state.
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstring>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "backends.h"
@@ -133,6 +135,9 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
   for (int i = 0; i < n; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](int a, int b) { return plans[a]->desc.shard.rank < plans[b]->desc.shard.rank; });
   auto stream_of = [&](int i) { return streams ? streams[i] : nullptr; };
+  // A communicator that has reported an error would fail or hang the all-gather: refuse first.
+  for (int i = 0; i < n; ++i)
+    if (plans[i]->exchange) DFSEL_TRY(plans[i]->exchange->health());
   for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->backend->select(in[i], stream_of(i)));
   const size_t bytes = plans[0]->shape.layout_for(in[0].n_blocks).bytes;
   if (plans[0]->exchange) {
@@ -160,6 +165,30 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
   return Status::success();
 }
 
+// dfsel_plan_wait: without a limit and without a communicator, the backend's blocking wait;
+// otherwise polls the stream and the communicator until one finishes, fails or time runs out.
+Status wait(dfsel_plan* plan, void* stream, int64_t timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  if (timeout_ms >= 0 || plan->exchange) {
+    const Clock::time_point start = Clock::now();
+    for (int polls = 0;; ++polls) {
+      bool done = false;
+      DFSEL_TRY(plan->backend->query(stream, &done));
+      if (done) break;
+      if (plan->exchange) DFSEL_TRY(plan->exchange->health());
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      if (timeout_ms >= 0 && waited >= timeout_ms)
+        return fail(DFSEL_TIMEOUT, "the plan's last run had not completed after %lld ms (timeout_ms = %lld)%s",
+                    (long long)waited, (long long)timeout_ms,
+                    plan->exchange ? "; if a peer rank has failed, abort the communicator and destroy the plan" : "");
+      // A step takes tens of microseconds: spin briefly before sleeping between polls.
+      if (polls < 64) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  return plan->backend->check(stream);
+}
+
 dfsel_status record(dfsel_plan* plan, const Status& s) {
   if (plan) plan->last_error = s.msg;
   return s.code;
@@ -181,6 +210,7 @@ const char* dfsel_status_string(dfsel_status status) {
     case DFSEL_FORMAT_ERROR: return "malformed file";
     case DFSEL_NO_DEVICE: return "no CUDA device";
     case DFSEL_INTERNAL_ERROR: return "internal error";
+    case DFSEL_TIMEOUT: return "timed out";
   }
   return "unknown status";
 }
@@ -281,8 +311,12 @@ dfsel_status dfsel_plan_run(dfsel_plan* plan, const dfsel_inputs* in, const dfse
 }
 
 dfsel_status dfsel_plan_check(dfsel_plan* plan, void* stream) {
+  return dfsel_plan_wait(plan, stream, -1);
+}
+
+dfsel_status dfsel_plan_wait(dfsel_plan* plan, void* stream, int64_t timeout_ms) {
   if (!plan) return DFSEL_INVALID_ARGUMENT;
-  return record(plan, plan->backend->check(stream));
+  return record(plan, wait(plan, stream, timeout_ms));
 }
 
 }  // extern "C"

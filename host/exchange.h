@@ -14,6 +14,8 @@ class Exchange {
   virtual ~Exchange() = default;
   // recv receives n_ranks * bytes, rank r's contribution at recv + r * bytes. Enqueued on stream.
   virtual Status all_gather(const void* send, void* recv, size_t bytes, void* stream) = 0;
+  // An error the communicator has reported asynchronously (a failed peer), or success.
+  virtual Status health() = 0;
   virtual int n_ranks() const = 0;
   virtual int rank() const = 0;
 };

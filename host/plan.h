@@ -23,6 +23,9 @@ class Backend {
   virtual void* send_buffer() = 0;
   virtual void* recv_buffer() = 0;
   virtual Status finish(const dfsel_inputs& in, const dfsel_outputs& out, void* stream) = 0;
+  // Whether the work enqueued on stream has completed (a failed stream is an error).
+  virtual Status query(void* stream, bool* done) = 0;
+  // Waits for stream and reports what the run found on the device.
   virtual Status check(void* stream) = 0;
   // In-process exchange between the plans of one group, all of this backend's kind.
   virtual Status local_exchange(Backend* const* group, int n, size_t bytes, void* const* streams) = 0;

@@ -73,6 +73,8 @@ TEST(Api, VersionAndNames) {
   EXPECT_EQ(dfsel_version(), DFSEL_VERSION);
   EXPECT_STREQ(dfsel_type_name(DFSEL_TYPE_Q8_0), "Q8_0");
   EXPECT_STREQ(dfsel_status_string(DFSEL_INVALID_ARGUMENT), "invalid argument");
+  EXPECT_STREQ(dfsel_status_string(DFSEL_TIMEOUT), "timed out");
+  EXPECT_STREQ(dfsel_status_string((dfsel_status)99), "unknown status");
   EXPECT_STREQ(dfsel_type_name((dfsel_type)99), "unknown type");
 }
 
@@ -99,6 +101,12 @@ TEST(Api, ValidPlanRuns) {
   EXPECT_EQ(dfsel_plan_backend(plan), DFSEL_BACKEND_CPU);
   EXPECT_EQ(dfsel_plan_run(plan, &f.in, &f.out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plan);
   EXPECT_EQ(f.n_emitted[0], f.block - 1);
+  // A CPU run is complete when dfsel_plan_run returns: waiting, with or without a limit,
+  // reports success at once.
+  EXPECT_EQ(dfsel_plan_check(plan, nullptr), DFSEL_SUCCESS);
+  EXPECT_EQ(dfsel_plan_wait(plan, nullptr, 0), DFSEL_SUCCESS);
+  EXPECT_EQ(dfsel_plan_wait(plan, nullptr, -1), DFSEL_SUCCESS);
+  EXPECT_EQ(dfsel_plan_wait(nullptr, nullptr, 10), DFSEL_INVALID_ARGUMENT);
   dfsel_plan_destroy(plan);
   size_t bytes = 0;
   EXPECT_EQ(dfsel_workspace_size(&f.desc, &bytes, msg, sizeof msg), DFSEL_SUCCESS);

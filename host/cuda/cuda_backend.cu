@@ -17,6 +17,9 @@ namespace dfsel {
 namespace {
 
 Status cuda_fail(cudaError_t e, const char* what) {
+  // Clear the runtime's record of a non-sticky error (a failed allocation), so that a later
+  // launch check of this thread does not report it again as its own.
+  cudaGetLastError();
   const dfsel_status code = e == cudaErrorMemoryAllocation ? DFSEL_OUT_OF_MEMORY : DFSEL_CUDA_ERROR;
   return fail(code, "%s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
@@ -62,6 +65,30 @@ CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
   c.lattice = take((size_t)maxd * sh.k * sh.k * sizeof(float));
   c.total = off;
   return c;
+}
+
+// A stream given to a run or a check: it must belong to the plan's device. While the stream
+// is capturing, CUDA refuses the query (and the capture with it): the launches check then.
+Status check_stream_device(cudaStream_t st, int device) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  DFSEL_CUDA_TRY(cudaStreamIsCapturing(st, &cs), "cudaStreamIsCapturing");
+  if (cs != cudaStreamCaptureStatusNone) return Status::success();
+  int on = -1;
+  DFSEL_CUDA_TRY(cudaStreamGetDevice(st, &on), "cudaStreamGetDevice of the stream");
+  if (on != device)
+    return fail(DFSEL_INVALID_ARGUMENT, "stream %p belongs to CUDA device %d but the plan runs on device %d",
+                static_cast<void*>(st), on, device);
+  return Status::success();
+}
+
+// Waiting on a capturing stream would invalidate the caller's capture: refuse it instead.
+Status check_not_capturing(cudaStream_t st) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  DFSEL_CUDA_TRY(cudaStreamIsCapturing(st, &cs), "cudaStreamIsCapturing");
+  if (cs != cudaStreamCaptureStatusNone)
+    return fail(DFSEL_INVALID_ARGUMENT, "stream %p is capturing a CUDA graph; check the plan after the graph has been "
+                "launched", static_cast<void*>(st));
+  return Status::success();
 }
 
 Status sm_count(int device, int* n) {
@@ -119,6 +146,7 @@ class CudaBackend final : public Backend {
   Status select(const dfsel_inputs& in, void* stream) override {
     DeviceGuard guard(desc_.device);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
+    DFSEL_TRY(check_stream_device(st, desc_.device));
     const ExchangeLayout l = sh_.layout_for(in.n_blocks);
     last_anchors_ = in.anchors;
     const cuda::RowMapDev map{sh_.L, sh_.block_size, 1};
@@ -231,10 +259,24 @@ class CudaBackend final : public Backend {
     return Status::success();
   }
 
+  Status query(void* stream, bool* done) override {
+    DeviceGuard guard(desc_.device);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    DFSEL_TRY(check_not_capturing(st));
+    DFSEL_TRY(check_stream_device(st, desc_.device));
+    const cudaError_t e = cudaStreamQuery(st);
+    *done = e == cudaSuccess;
+    if (e != cudaSuccess && e != cudaErrorNotReady) return cuda_fail(e, "the plan's last run");
+    return Status::success();
+  }
+
   // Waits for the stream and reports what the kernels found: an anchor id out of range.
   Status check(void* stream) override {
     DeviceGuard guard(desc_.device);
-    DFSEL_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "the plan's last run");
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    DFSEL_TRY(check_not_capturing(st));
+    DFSEL_TRY(check_stream_device(st, desc_.device));
+    DFSEL_CUDA_TRY(cudaStreamSynchronize(st), "the plan's last run");
     int32_t err = 0;
     int32_t* dev_err = reinterpret_cast<int32_t*>(base_ + c_.error);
     DFSEL_CUDA_TRY(cudaMemcpy(&err, dev_err, sizeof err, cudaMemcpyDeviceToHost), "reading the run's error flag");

@@ -39,6 +39,14 @@ constexpr uint32_t kSetupMagic = 0x64667331;  // "dfs1"
 class NcclExchange final : public Exchange {
  public:
   NcclExchange(ncclComm_t comm, int rank, int n) : comm_(comm), rank_(rank), n_(n) {}
+  Status health() override {
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm_, &async);
+    if (r != ncclSuccess) return nccl_fail(r, comm_, "ncclCommGetAsyncError");
+    if (async != ncclSuccess && async != ncclInProgress)
+      return nccl_fail(async, comm_, "the communicator (an asynchronous error; abort it with ncclCommAbort and destroy the plan)");
+    return Status::success();
+  }
   int n_ranks() const override { return n_; }
   int rank() const override { return rank_; }
   Status all_gather(const void* send, void* recv, size_t bytes, void* stream) override {

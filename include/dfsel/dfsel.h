@@ -47,7 +47,8 @@ typedef enum dfsel_status {
   DFSEL_IO_ERROR = 6,     /* a file could not be opened or mapped */
   DFSEL_FORMAT_ERROR = 7, /* a malformed file */
   DFSEL_NO_DEVICE = 8,    /* the CUDA backend was asked for and no GPU is present */
-  DFSEL_INTERNAL_ERROR = 9
+  DFSEL_INTERNAL_ERROR = 9,
+  DFSEL_TIMEOUT = 10      /* dfsel_plan_wait: the run had not completed when the time ran out */
 } dfsel_status;
 
 /* Element types; the numbers are ggml's type ids. */
@@ -172,8 +173,18 @@ DFSEL_API dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const df
                                        const dfsel_outputs* out, void* const* streams);
 
 /* Waits for the plan's last run and reports errors found on the device (anchor ids out of
- * range). A run never blocks the host; this call does. */
+ * range). A run never blocks the host; this call does. The same as dfsel_plan_wait with no
+ * time limit. A stream that is capturing a CUDA graph is refused (DFSEL_INVALID_ARGUMENT, the
+ * capture left intact): check after launching the graph. */
 DFSEL_API dfsel_status dfsel_plan_check(dfsel_plan* plan, void* stream);
+
+/* dfsel_plan_check with a limit: waits at most timeout_ms milliseconds (< 0: no limit).
+ * While it waits it polls the plan's NCCL communicator, so an asynchronous NCCL error (a peer
+ * the transport saw fail) returns DFSEL_NCCL_ERROR rather than waiting forever. DFSEL_TIMEOUT
+ * leaves the run in flight; when a peer is gone for good, the rank aborts its communicator
+ * (ncclCommAbort ends the run) and destroys the plan. Once its communicator is aborted or
+ * destroyed, a plan accepts only dfsel_plan_destroy; new plans on a new communicator work. */
+DFSEL_API dfsel_status dfsel_plan_wait(dfsel_plan* plan, void* stream, int64_t timeout_ms);
 
 #ifdef __cplusplus
 }
