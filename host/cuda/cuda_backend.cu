@@ -128,8 +128,10 @@ class CudaBackend final : public Backend {
       DFSEL_CUDA_TRY(cudaMalloc(&owned_, c_.total), "cudaMalloc of the plan workspace");
       base_ = static_cast<uint8_t*>(owned_);
     }
-    // Counters must start at zero; the kernels leave them at zero after every run.
-    DFSEL_CUDA_TRY(cudaMemset(base_, 0, c_.g), "cudaMemset of the plan workspace");
+    // Counters must start at zero (the kernels leave them at zero after every run). The rest is
+    // zeroed too: the exchange copies whole record buffers, padding and rows that a step does
+    // not write included, and those bytes should be defined.
+    DFSEL_CUDA_TRY(cudaMemset(base_, 0, c_.total), "cudaMemset of the plan workspace");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
