@@ -26,9 +26,13 @@ constexpr int kSelectThreads = 256;
 // candidates without the group bound (at most 64 * M, the buffer's size).
 constexpr int kDirectThreads = 64;
 
+// 4K groups, at most one per thread (then K * (kSelectThreads / G) * M <= 64 * M still holds
+// for every K <= 64 when kSelectThreads >= 64).
 template <int KB>
 constexpr int select_groups() {
-  return KB <= 8 ? 32 : KB <= 16 ? 64 : KB <= 32 ? 128 : 256;
+  return (KB <= 8 ? 32 : KB <= 16 ? 64 : KB <= 32 ? 128 : 256) < kSelectThreads
+             ? (KB <= 8 ? 32 : KB <= 16 ? 64 : KB <= 32 ? 128 : 256)
+             : kSelectThreads;
 }
 
 // KB: the compile-time bound on k; M: items per thread in one tile.
@@ -84,6 +88,22 @@ __device__ __forceinline__ int count_above(const uint64_t* list, int n, uint64_t
   return lo;
 }
 
+// rank plus the count of keys[0..n) above key, or any value >= k once it reaches k. The loads
+// go eight at a time with one test per eight, so that they are in flight together rather than
+// each waiting on the previous compare (a loop that tests every key runs at shared-memory
+// latency, about a microsecond per 50 keys).
+__device__ __forceinline__ int rank_among(const uint64_t* keys, int n, uint64_t key, int rank, int k) {
+  int j = 0;
+  for (; j + 8 <= n && rank < k; j += 8) {
+    int c = 0;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) c += keys[j + q] > key ? 1 : 0;
+    rank += c;
+  }
+  for (; j < n && rank < k; ++j) rank += keys[j] > key ? 1 : 0;
+  return rank;
+}
+
 // Merges the nc pending candidates into the list: ranks every list entry and candidate among
 // both sets (keys are distinct, so a rank is the count of keys above it) and writes the k best,
 // in order, into the other list buffer. nc is s.n_cand[st.cb] read after a barrier that
@@ -111,7 +131,7 @@ __device__ void select_merge(SelectShared<KB, M>& s, SelectState& st, int k, int
       z = s.cand_z[e - nl];
       rank = count_above(lk, nl, key);
     }
-    for (int j = 0; j < nc && rank < k; ++j) rank += s.cand_key[j] > key ? 1 : 0;
+    rank = rank_among(s.cand_key, nc, key, rank, k);
     if (rank < k) {
       ok[rank] = key;
       oz[rank] = z;
