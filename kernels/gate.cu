@@ -27,38 +27,59 @@ constexpr int kTile = 16;                           // selected rows
 constexpr int kChunk = 256;                         // n_embd elements per pass
 constexpr int kMaxSplit = 8;                        // portable cluster size
 constexpr int kAcc = kRowsPerWarp * kTile;          // accumulators per lane
+constexpr int kHiddenPer = kTile * 32 / kThreads;   // 8-element hidden groups per thread
 
-// Elements e0..e0+7 of a row as float. kVec: the 8 elements lie inside the row and the row
-// start is aligned for one 16-byte load (F32: two), or 2 bytes for Q8_0 blocks.
+// Elements e0..e0+7 of a row as loaded, converted only where they are used, so that every
+// load of a pass is in flight before the first conversion waits on one. kVec (the 8 elements
+// inside the row, rows 16-byte aligned, 2 for Q8_0): the bytes as stored (F32 in a and b,
+// F16/BF16 in a, Q8_0 the 8 quants in a.x, a.y and the block's scale in a.z); otherwise
+// the values already as floats.
+struct Raw8 {
+  uint4 a, b;
+};
+
 template <bool kVec>
-__device__ __forceinline__ void load8(const uint8_t* row, dfsel_type t, int64_t e0, int64_t n,
-                                      float (&v)[8]) {
+__device__ __forceinline__ Raw8 fetch8(const uint8_t* row, dfsel_type t, int64_t e0, int64_t n) {
+  Raw8 r = {};
   if (!kVec) {
+    float v[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = e0 + i < n ? load_elem(row, t, e0 + i) : 0.0f;
-    return;
-  }
-  if (t == DFSEL_TYPE_F32) {
-    const float4 a = __ldg((const float4*)(row + e0 * 4));
-    const float4 b = __ldg((const float4*)(row + e0 * 4) + 1);
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    memcpy(&r, v, sizeof r);
+  } else if (t == DFSEL_TYPE_F32) {
+    r.a = __ldg((const uint4*)(row + e0 * 4));
+    r.b = __ldg((const uint4*)(row + e0 * 4) + 1);
   } else if (t == DFSEL_TYPE_Q8_0) {
     const BlockQ8_0* blk = (const BlockQ8_0*)row + e0 / kQ8Block;
-    const float d = f16_to_float(__ldg(&blk->d));
-    const int8_t* qs = blk->qs + e0 % kQ8Block;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = d * (float)__ldg(qs + i);
+    const uint16_t* qs = (const uint16_t*)(blk->qs + e0 % kQ8Block);  // even: 34 k + 2 + 8 m
+    r.a.x = __ldg(qs) | (uint32_t)__ldg(qs + 1) << 16;
+    r.a.y = __ldg(qs + 2) | (uint32_t)__ldg(qs + 3) << 16;
+    r.a.z = __ldg(&blk->d);
   } else {
-    const uint4 q = __ldg((const uint4*)(row + e0 * 2));
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-    const bool half = t == DFSEL_TYPE_F16;
+    r.a = __ldg((const uint4*)(row + e0 * 2));
+  }
+  return r;
+}
+
+// The floats of fetch8, by the numeric.cuh conversions (Q8_0: scale * quant, as load_elem).
+template <bool kVec>
+__device__ __forceinline__ void unpack8(const Raw8& r, dfsel_type t, float (&v)[8]) {
+  if (!kVec || t == DFSEL_TYPE_F32) {
+    memcpy(v, &r, sizeof r);
+    return;
+  }
+  const uint32_t w[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
+  if (t == DFSEL_TYPE_Q8_0) {
+    const float d = f16_to_float((uint16_t)r.a.z);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint16_t lo = (uint16_t)(w[i] & 0xffffu), hi = (uint16_t)(w[i] >> 16);
-      v[2 * i] = half ? f16_to_float(lo) : bf16_to_float(lo);
-      v[2 * i + 1] = half ? f16_to_float(hi) : bf16_to_float(hi);
-    }
+    for (int i = 0; i < 8; ++i) v[i] = d * (float)(int8_t)(w[i / 4] >> (8 * (i % 4)));
+    return;
+  }
+  const bool half = t == DFSEL_TYPE_F16;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint16_t x = (uint16_t)(w[i / 2] >> (16 * (i % 2)));
+    v[i] = half ? f16_to_float(x) : bf16_to_float(x);
   }
 }
 
@@ -109,28 +130,36 @@ __global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split)
   for (int64_t c = split; c < n_chunks; c += n_split) {
     const int64_t c0 = c * kChunk;
     const int64_t e0 = c0 + lane * 8;
-    // W_h first: the long-latency loads are in flight while the hidden chunk is staged.
-    float wv[kRowsPerWarp][8];
+    // Every load of the pass first (W_h, then the hidden chunk); conversions after.
+    Raw8 wr[kRowsPerWarp], hr[kHiddenPer];
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
-      const bool live = r0 + i < a.rank && e0 < n;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) wv[i][e] = 0.0f;
-      if (live) load8<kVec>(w + (size_t)(r0 + i) * a.w_row_stride, a.w_type, e0, n, wv[i]);
+      wr[i] = Raw8{};
+      if (r0 + i < a.rank && e0 < n)
+        wr[i] = fetch8<kVec>(w + (size_t)(r0 + i) * a.w_row_stride, a.w_type, e0, n);
     }
-    for (int q = tid; q < kTile * 32; q += kThreads) {
-      const int t = q >> 5, l = q & 31;
-      const int64_t he = c0 + l * 8;
-      float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (s0 + t < a.n_rows && he < n) {
-        const int64_t s = s0 + t;
-        const int64_t row = (s / a.map.group_rows) * a.map.group_stride + a.map.group_offset +
-                            s % a.map.group_rows;
-        load8<kVec>(h + (size_t)row * a.h_row_stride, a.h_type, he, n, v);
+#pragma unroll
+    for (int k = 0; k < kHiddenPer; ++k) {
+      const int q = tid + k * kThreads, t = q >> 5, s = s0 + t;
+      const int64_t he = c0 + (q & 31) * 8;
+      hr[k] = Raw8{};
+      if (s < a.n_rows && he < n) {
+        const int64_t row = (int64_t)(s / a.map.group_rows) * a.map.group_stride +
+                            a.map.group_offset + s % a.map.group_rows;
+        hr[k] = fetch8<kVec>(h + (size_t)row * a.h_row_stride, a.h_type, he, n);
       }
+    }
+#pragma unroll
+    for (int k = 0; k < kHiddenPer; ++k) {
+      const int q = tid + k * kThreads, t = q >> 5, l = q & 31;
+      float v[8];
+      unpack8<kVec>(hr[k], a.h_type, v);
       *(float4*)&hs[t][0][l * 4] = make_float4(v[0], v[1], v[2], v[3]);
       *(float4*)&hs[t][1][l * 4] = make_float4(v[4], v[5], v[6], v[7]);
     }
+    float wv[kRowsPerWarp][8];
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) unpack8<kVec>(wr[i], a.w_type, wv[i]);
     __syncthreads();
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
