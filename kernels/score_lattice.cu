@@ -25,7 +25,9 @@ constexpr int kStop = 0x100;                 // choice flag: p_min stops before 
 
 template <int KP>
 struct Tile {
-  static constexpr int kT = KP == 64 ? 4 : KP == 32 ? 2 : 1;  // kT x kT scores per thread
+  // kT x kT scores per thread: independent accumulators, and R split over kGroups groups,
+  // so that no thread runs one long dependent chain of FMAs over all of R.
+  static constexpr int kT = KP >= 32 ? 4 : KP == 16 ? 2 : 1;
   static constexpr int kSide = KP / kT;
   static constexpr int kTiles = kSide * kSide;
   static constexpr int kGroups = kThreads / kTiles;  // thread groups splitting each R chunk

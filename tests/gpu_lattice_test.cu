@@ -485,6 +485,21 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
       }
 }
 
+TEST(GpuLattice, RanksOffTheVectorWidthLoadElementwise) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(13);
+  for (int R : {17, 30})
+    for (dfsel_type cb : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
+      for (bool sharded : {false, true}) {
+        SCOPED_TRACE("R=" + std::to_string(R) + " cb=" + dfsel_type_name(cb) + (sharded ? " sharded" : ""));
+        const Problem pb = make_problem(R == 17 ? 8 : 16, R, cb, 2, 5, Mode{0.7f, 0.05f, 0, 1}, rng());
+        std::vector<std::vector<uint8_t>> sends;
+        DevOut out;
+        ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds_for(pb, 3, rng), sharded, pb.anchors, &sends, &out));
+        ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, sharded), pb.anchors), out, pb.anchors));
+      }
+}
+
 TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
   DFSEL_REQUIRE_GPUS(1);
   std::mt19937_64 rng(21);
