@@ -348,6 +348,8 @@ void run_plan(FuzzedDataProvider& in, Arena& arena, dfsel_plan* plan, const dfse
   if (s == DFSEL_SUCCESS) {
     expect(o.sized, "a run with n_blocks outside [1, max_blocks] succeeded");
     expect(dfsel_plan_check(plan, nullptr) == DFSEL_SUCCESS, "check after a good run failed");
+    expect(dfsel_plan_wait(plan, nullptr, (int64_t)in.ConsumeIntegral<int32_t>()) == DFSEL_SUCCESS,
+           "a bounded wait after a good run failed");
     check_outputs(d, inputs, o.out);
   } else {
     expect(std::strlen(dfsel_plan_last_error(plan)) > 0, "a failed run left no message");
