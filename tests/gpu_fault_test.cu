@@ -22,11 +22,6 @@
 namespace dfsel::test {
 namespace {
 
-uint64_t fresh_seed() {
-  static std::random_device rd;
-  return ((uint64_t)rd() << 32) | rd();
-}
-
 Case small_case() {
   Case c;
   c.V = 31040;

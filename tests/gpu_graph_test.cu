@@ -15,8 +15,7 @@ namespace {
 
 TEST(GpuGraph, CaptureOnceReplayWithNewInputs) {
   DFSEL_REQUIRE_GPUS(1);
-  std::random_device rd;
-  std::mt19937_64 rng(((uint64_t)rd() << 32) | rd());
+  std::mt19937_64 rng(fresh_seed());
   Case c;
   c.V = 124160;
   c.K = 16;

@@ -460,7 +460,9 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
   const Mode modes[] = {{0.0f, 0.0f, 0.0f, 1.0f}, {0.0f, 0.2f, 30.0f, 1.5f},
                         {0.8f, 0.0f, 0.0f, 1.0f}, {1.3f, 0.1f, 20.0f, 0.7f}};
   const int ks[] = {1, 8, 16, 64}, rs[] = {32, 256};
-  std::mt19937_64 rng(7);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int ki = 0; ki < 4; ++ki)
     for (int ri = 0; ri < 2; ++ri)
       for (int ti = 0; ti < 4; ++ti) {
@@ -487,7 +489,9 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
 
 TEST(GpuLattice, RanksOffTheVectorWidthLoadElementwise) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(13);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int R : {17, 30})
     for (dfsel_type cb : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
       for (bool sharded : {false, true}) {
@@ -502,7 +506,9 @@ TEST(GpuLattice, RanksOffTheVectorWidthLoadElementwise) {
 
 TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(21);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (bool sampling : {false, true})
     for (bool sharded : {false, true}) {
       SCOPED_TRACE(std::string(sharded ? "sharded" : "replicated") + (sampling ? " sampling" : " greedy"));
@@ -526,7 +532,9 @@ TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
 
 TEST(GpuLattice, CountersResetSoLaunchesAndGraphReplaysRepeat) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(33);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int K : {16, 64}) {
     const Problem pb = make_problem(K, 256, DFSEL_TYPE_BF16, 4, 16, Mode{0.9f, 0.05f, 0, 1}, rng());
     const auto bounds = bounds_for(pb, 3, rng);

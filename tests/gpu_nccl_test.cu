@@ -19,11 +19,6 @@ extern char** environ;
 namespace dfsel::test {
 namespace {
 
-uint64_t fresh_seed() {
-  static std::random_device rd;
-  return ((uint64_t)rd() << 32) | rd();
-}
-
 Case two_rank_case() {
   Case c;
   c.V = 248320;

@@ -12,11 +12,6 @@
 namespace dfsel::test {
 namespace {
 
-uint64_t fresh_seed() {
-  static std::random_device rd;
-  return ((uint64_t)rd() << 32) | rd();
-}
-
 constexpr double kTol = 1e-4;
 
 struct Variant {

@@ -16,6 +16,7 @@
 #include "kernels/common/numeric.cuh"
 #include "kernels/shard_topk.cuh"
 #include "support/gpu.cuh"
+#include "support/problem.h"
 
 namespace dfsel::test {
 namespace {
@@ -55,11 +56,6 @@ struct TopKCase {
     return s.str();
   }
 };
-
-uint64_t fresh_seed() {
-  static std::random_device rd;
-  return ((uint64_t)rd() << 32) | rd();
-}
 
 int device_sms() {
   int n = 0;

@@ -29,8 +29,7 @@ std::vector<uint8_t> to_bf16(dfsel_type t, const std::vector<uint8_t>& q, int64_
 }
 
 TEST(KQuantWeights, WidenedToBf16AtPlanCreation) {
-  std::random_device rd;
-  std::mt19937_64 rng(((uint64_t)rd() << 32) | rd());
+  std::mt19937_64 rng(fresh_seed());
   for (dfsel_type t : {DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K}) {
     Case c;
     c.V = 700;

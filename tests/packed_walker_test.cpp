@@ -30,8 +30,7 @@ void walk_packed(const float* rows, size_t row_floats, int block_size, int K, fl
 }
 
 TEST(PackedWalker, ReproducesDfselPaths) {
-  std::random_device rd;
-  std::mt19937_64 rng(((uint64_t)rd() << 32) | rd());
+  std::mt19937_64 rng(fresh_seed());
   for (int i = 0; i < 12; ++i) {
     Case c;
     c.V = 2000 + rng() % 3000;

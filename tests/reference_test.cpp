@@ -13,11 +13,6 @@
 namespace dfsel::test {
 namespace {
 
-uint64_t fresh_seed() {
-  static std::random_device rd;
-  return ((uint64_t)rd() << 32) | rd();
-}
-
 constexpr double kTol = 2e-4;
 
 void expect_matches_oracle(const Case& c, uint64_t seed, const RunOpts& run = RunOpts{}) {

@@ -20,18 +20,6 @@ namespace dfsel::test {
 
 namespace {
 
-size_t esize(dfsel_type t) { return t == DFSEL_TYPE_F32 ? 4 : 2; }
-
-// Stores v as type t at dst[i]; returns the value as stored (rounded).
-float store(uint8_t* dst, size_t i, dfsel_type t, float v) {
-  if (t == DFSEL_TYPE_F32) {
-    std::memcpy(dst + 4 * i, &v, 4);
-    return v;
-  }
-  const uint16_t h = t == DFSEL_TYPE_F16 ? float_to_f16(v) : float_to_bf16(v);
-  std::memcpy(dst + 2 * i, &h, 2);
-  return t == DFSEL_TYPE_F16 ? f16_to_float(h) : bf16_to_float(h);
-}
 
 void fill_weights(std::vector<uint8_t>* out, dfsel_type t, size_t rows, size_t cols, float sigma, std::mt19937_64& rng) {
   std::normal_distribution<float> nd(0.0f, sigma);
@@ -46,8 +34,8 @@ void fill_weights(std::vector<uint8_t>* out, dfsel_type t, size_t rows, size_t c
     }
     return;
   }
-  out->assign(rows * cols * esize(t), 0);
-  for (size_t i = 0; i < rows * cols; ++i) store(out->data(), i, t, nd(rng));
+  out->assign(rows * cols * elem_size(t), 0);
+  for (size_t i = 0; i < rows * cols; ++i) store_elem(out->data(), i, t, nd(rng));
 }
 
 float special_value(Special s, std::mt19937_64& rng, float v, int64_t col) {
@@ -67,6 +55,23 @@ float special_value(Special s, std::mt19937_64& rng, float v, int64_t col) {
 
 }  // namespace
 
+uint64_t fresh_seed() {
+  static std::random_device rd;
+  return ((uint64_t)rd() << 32) | rd();
+}
+
+size_t elem_size(dfsel_type t) { return t == DFSEL_TYPE_F32 ? 4 : 2; }
+
+float store_elem(uint8_t* dst, size_t i, dfsel_type t, float v) {
+  if (t == DFSEL_TYPE_F32) {
+    std::memcpy(dst + 4 * i, &v, 4);
+    return v;
+  }
+  const uint16_t h = t == DFSEL_TYPE_F16 ? float_to_f16(v) : float_to_bf16(v);
+  std::memcpy(dst + 2 * i, &h, 2);
+  return t == DFSEL_TYPE_F16 ? f16_to_float(h) : bf16_to_float(h);
+}
+
 std::string Case::str() const {
   std::ostringstream o;
   o << "V=" << V << " E=" << E << " R=" << R << " K=" << K << " block=" << block << " blocks=" << blocks
@@ -81,20 +86,20 @@ Data make_data(const Case& c, uint64_t seed) {
   Data d;
   const size_t n_tokens = (size_t)c.blocks * c.block;
   const size_t row = (size_t)c.V + c.logits_pad;
-  d.logits_nb1 = row * esize(c.logits_t);
+  d.logits_nb1 = row * elem_size(c.logits_t);
   d.logits.assign(n_tokens * d.logits_nb1, 0xee);
   d.logits_f.assign(n_tokens * c.V, 0.0f);
   std::normal_distribution<float> nd(0.0f, 3.0f);
   for (size_t t = 0; t < n_tokens; ++t)
     for (int64_t v = 0; v < c.V; ++v) {
       const float x = special_value(c.special, rng, nd(rng), v);
-      d.logits_f[t * c.V + v] = store(d.logits.data(), t * row + v, c.logits_t, x);
+      d.logits_f[t * c.V + v] = store_elem(d.logits.data(), t * row + v, c.logits_t, x);
     }
-  d.hidden_nb1 = (size_t)c.E * esize(c.hidden_t);
+  d.hidden_nb1 = (size_t)c.E * elem_size(c.hidden_t);
   d.hidden.assign(n_tokens * d.hidden_nb1, 0);
   d.hidden_f.assign(n_tokens * c.E, 0.0f);
   std::normal_distribution<float> hn(0.0f, 1.0f);
-  for (size_t i = 0; i < n_tokens * c.E; ++i) d.hidden_f[i] = store(d.hidden.data(), i, c.hidden_t, hn(rng));
+  for (size_t i = 0; i < n_tokens * c.E; ++i) d.hidden_f[i] = store_elem(d.hidden.data(), i, c.hidden_t, hn(rng));
   fill_weights(&d.e_prev, c.cb_t, c.V, c.R, 0.3f, rng);
   fill_weights(&d.e_next, c.cb_t, c.V, c.R, 0.3f, rng);
   fill_weights(&d.w_h, c.wh_t, c.R, c.E, 1.0f / std::sqrt((float)c.E), rng);
@@ -272,7 +277,7 @@ Session::Session(const Case& c, const Data& d, const RunOpts& r) : impl_(new Imp
     desc.w_h = matrix(mem.put(d.w_h.data(), d.w_h.size()), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
     const uint8_t* lg = static_cast<const uint8_t*>(mem.put(d.logits.data(), d.logits.size()));
     dfsel_inputs& in = m.in[s];
-    in.logits = matrix(lg + vb * esize(c.logits_t), c.logits_t, ve - vb, m.n_tokens, d.logits_nb1);
+    in.logits = matrix(lg + vb * elem_size(c.logits_t), c.logits_t, ve - vb, m.n_tokens, d.logits_nb1);
     in.hidden = matrix(mem.put(d.hidden.data(), d.hidden.size()), c.hidden_t, c.E, m.n_tokens, d.hidden_nb1);
     in.anchors = static_cast<const int32_t*>(mem.put(d.anchors.data(), d.anchors.size() * 4));
     in.n_blocks = c.blocks;

@@ -32,6 +32,15 @@ struct Data {
 
 Data make_data(const Case& c, uint64_t seed);
 
+// A seed from std::random_device: every run tests fresh inputs (trace it to reproduce one).
+uint64_t fresh_seed();
+
+// Bytes of one F32, F16 or BF16 element.
+size_t elem_size(dfsel_type t);
+
+// Stores v as type t (F32, F16 or BF16) at element i of dst; returns the value as stored.
+float store_elem(uint8_t* dst, size_t i, dfsel_type t, float v);
+
 struct RunOpts {
   dfsel_backend backend = DFSEL_BACKEND_CPU;
   std::vector<int64_t> bounds;  // S + 1 vocabulary bounds, empty: one shard

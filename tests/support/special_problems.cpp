@@ -17,25 +17,12 @@ namespace {
 
 constexpr int64_t kSpan = 40;  // special values sit in the last kSpan ids of a row
 
-size_t esize(dfsel_type t) { return t == DFSEL_TYPE_F32 ? 4 : 2; }
-
 float bits(uint32_t u) { return bits_to_float(u); }
-
-// Stores v as type t at element i of dst; returns the value as stored.
-float put(uint8_t* dst, size_t i, dfsel_type t, float v) {
-  if (t == DFSEL_TYPE_F32) {
-    std::memcpy(dst + 4 * i, &v, 4);
-    return v;
-  }
-  const uint16_t h = t == DFSEL_TYPE_F16 ? float_to_f16(v) : float_to_bf16(v);
-  std::memcpy(dst + 2 * i, &h, 2);
-  return t == DFSEL_TYPE_F16 ? f16_to_float(h) : bf16_to_float(h);
-}
 
 // v as stored in type t (rounded), for special values that must survive storage unchanged.
 float as_type(dfsel_type t, float v) {
   uint8_t buf[4];
-  return put(buf, 0, t, v);
+  return store_elem(buf, 0, t, v);
 }
 
 bool same_value(float a, float b) {
@@ -67,14 +54,14 @@ SpecialProblem base(const std::string& name, dfsel_type logits_t, Size size, Gat
   const size_t n_tokens = (size_t)c.blocks * c.block;
   // W_h is the identity on the first R hidden elements, so g[r] = h[r] exactly.
   d.w_h.assign((size_t)c.R * c.E * 4, 0);
-  for (int r = 0; r < c.R; ++r) put(d.w_h.data(), (size_t)r * c.E + r, DFSEL_TYPE_F32, 1.0f);
+  for (int r = 0; r < c.R; ++r) store_elem(d.w_h.data(), (size_t)r * c.E + r, DFSEL_TYPE_F32, 1.0f);
   d.hidden_nb1 = (size_t)c.E * 4;
   d.hidden.assign(n_tokens * d.hidden_nb1, 0);
   d.hidden_f.assign(n_tokens * c.E, 0.0f);
   for (size_t t = 0; t < n_tokens; ++t)
     for (int r = 0; r < c.R; ++r) {
       const bool on = gate == Gate::kOnes || (gate == Gate::kOneHot && r == kGateR);
-      d.hidden_f[t * c.E + r] = put(d.hidden.data(), t * c.E + r, DFSEL_TYPE_F32, on ? 1.0f : 0.0f);
+      d.hidden_f[t * c.E + r] = store_elem(d.hidden.data(), t * c.E + r, DFSEL_TYPE_F32, on ? 1.0f : 0.0f);
     }
   // F32 codebooks: small integers in column kGateR (products exact), other columns finite.
   d.e_prev.assign((size_t)c.V * c.R * 4, 0);
@@ -82,9 +69,9 @@ SpecialProblem base(const std::string& name, dfsel_type logits_t, Size size, Gat
   for (int64_t v = 0; v < c.V; ++v)
     for (int r = 0; r < c.R; ++r) {
       const size_t i = (size_t)v * c.R + r;
-      put(d.e_prev.data(), i, DFSEL_TYPE_F32,
+      store_elem(d.e_prev.data(), i, DFSEL_TYPE_F32,
           r == kGateR ? (float)((v * 5) % 7 - 3) : 0.5f * (float)((v + r) % 5 - 2));
-      put(d.e_next.data(), i, DFSEL_TYPE_F32,
+      store_elem(d.e_next.data(), i, DFSEL_TYPE_F32,
           r == kGateR ? (float)((v * 3) % 11 - 5) : 0.25f * (float)((v * 3 + r) % 7 - 3));
     }
   d.anchors.resize(c.blocks);
@@ -98,7 +85,7 @@ void set_logits(SpecialProblem* p, const std::vector<float>& specials, Fill fill
   const Case& c = p->c;
   Data& d = p->d;
   const size_t n_tokens = (size_t)c.blocks * c.block;
-  d.logits_nb1 = (size_t)c.V * esize(c.logits_t);
+  d.logits_nb1 = (size_t)c.V * elem_size(c.logits_t);
   d.logits.assign(n_tokens * d.logits_nb1, 0);
   d.logits_f.assign(n_tokens * c.V, 0.0f);
   std::vector<float> row((size_t)c.V);
@@ -106,7 +93,7 @@ void set_logits(SpecialProblem* p, const std::vector<float>& specials, Fill fill
     for (int64_t v = 0; v < c.V; ++v) row[(size_t)v] = fill((int64_t)t, v);
     for (size_t k = 0; k < specials.size(); ++k) row[(size_t)special_id(c.V, (int)k, (int64_t)t)] = specials[k];
     for (int64_t v = 0; v < c.V; ++v) {
-      const float s = put(d.logits.data(), t * c.V + v, c.logits_t, row[(size_t)v]);
+      const float s = store_elem(d.logits.data(), t * c.V + v, c.logits_t, row[(size_t)v]);
       if (!same_value(s, row[(size_t)v]))
         ADD_FAILURE() << p->name << ": logit " << row[(size_t)v] << " is not representable as "
                       << dfsel_type_name(c.logits_t);
