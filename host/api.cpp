@@ -167,9 +167,12 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
 
 // dfsel_plan_wait: without a limit and without a communicator, the backend's blocking wait;
 // otherwise polls the stream and the communicator until one finishes, fails or time runs out.
+// Then what the run found on the device.
 Status wait(dfsel_plan* plan, void* stream, int64_t timeout_ms) {
   using Clock = std::chrono::steady_clock;
-  if (timeout_ms >= 0 || plan->exchange) {
+  if (timeout_ms < 0 && !plan->exchange) {
+    DFSEL_TRY(plan->backend->wait(stream));
+  } else {
     const Clock::time_point start = Clock::now();
     for (int polls = 0;; ++polls) {
       bool done = false;
@@ -186,7 +189,7 @@ Status wait(dfsel_plan* plan, void* stream, int64_t timeout_ms) {
       else std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
-  return plan->backend->check(stream);
+  return plan->backend->report();
 }
 
 dfsel_status record(dfsel_plan* plan, const Status& s) {

@@ -25,8 +25,10 @@ class Backend {
   virtual Status finish(const dfsel_inputs& in, const dfsel_outputs& out, void* stream) = 0;
   // Whether the work enqueued on stream has completed (a failed stream is an error).
   virtual Status query(void* stream, bool* done) = 0;
-  // Waits for stream and reports what the run found on the device.
-  virtual Status check(void* stream) = 0;
+  // Blocks until the work enqueued on stream has completed.
+  virtual Status wait(void* stream) = 0;
+  // Errors the last run found on the device; call once it has completed.
+  virtual Status report() = 0;
   // In-process exchange between the plans of one group, all of this backend's kind.
   virtual Status local_exchange(Backend* const* group, int n, size_t bytes, void* const* streams) = 0;
 };

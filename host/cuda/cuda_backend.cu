@@ -67,27 +67,23 @@ CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
   return c;
 }
 
-// A stream given to a run or a check: it must belong to the plan's device. While the stream
-// is capturing, CUDA refuses the query (and the capture with it): the launches check then.
-Status check_stream_device(cudaStream_t st, int device) {
+// A stream given to a run, a wait or a check must belong to the plan's device. CUDA refuses
+// the device query on a capturing stream (and the capture with it), so it is skipped there:
+// the launches check then. Waiting on a capturing stream would invalidate the caller's
+// capture, so a wait (capture_ok false) refuses one instead.
+Status check_stream(cudaStream_t st, int device, bool capture_ok) {
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   DFSEL_CUDA_TRY(cudaStreamIsCapturing(st, &cs), "cudaStreamIsCapturing");
-  if (cs != cudaStreamCaptureStatusNone) return Status::success();
+  if (cs != cudaStreamCaptureStatusNone) {
+    if (capture_ok) return Status::success();
+    return fail(DFSEL_INVALID_ARGUMENT, "stream %p is capturing a CUDA graph; check the plan after the graph has been "
+                "launched", static_cast<void*>(st));
+  }
   int on = -1;
   DFSEL_CUDA_TRY(cudaStreamGetDevice(st, &on), "cudaStreamGetDevice of the stream");
   if (on != device)
     return fail(DFSEL_INVALID_ARGUMENT, "stream %p belongs to CUDA device %d but the plan runs on device %d",
                 static_cast<void*>(st), on, device);
-  return Status::success();
-}
-
-// Waiting on a capturing stream would invalidate the caller's capture: refuse it instead.
-Status check_not_capturing(cudaStream_t st) {
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  DFSEL_CUDA_TRY(cudaStreamIsCapturing(st, &cs), "cudaStreamIsCapturing");
-  if (cs != cudaStreamCaptureStatusNone)
-    return fail(DFSEL_INVALID_ARGUMENT, "stream %p is capturing a CUDA graph; check the plan after the graph has been "
-                "launched", static_cast<void*>(st));
   return Status::success();
 }
 
@@ -148,7 +144,7 @@ class CudaBackend final : public Backend {
   Status select(const dfsel_inputs& in, void* stream) override {
     DeviceGuard guard(desc_.device);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    DFSEL_TRY(check_stream_device(st, desc_.device));
+    DFSEL_TRY(check_stream(st, desc_.device, true));
     const ExchangeLayout l = sh_.layout_for(in.n_blocks);
     last_anchors_ = in.anchors;
     const cuda::RowMapDev map{sh_.L, sh_.block_size, 1};
@@ -264,21 +260,24 @@ class CudaBackend final : public Backend {
   Status query(void* stream, bool* done) override {
     DeviceGuard guard(desc_.device);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    DFSEL_TRY(check_not_capturing(st));
-    DFSEL_TRY(check_stream_device(st, desc_.device));
+    DFSEL_TRY(check_stream(st, desc_.device, false));
     const cudaError_t e = cudaStreamQuery(st);
     *done = e == cudaSuccess;
     if (e != cudaSuccess && e != cudaErrorNotReady) return cuda_fail(e, "the plan's last run");
     return Status::success();
   }
 
-  // Waits for the stream and reports what the kernels found: an anchor id out of range.
-  Status check(void* stream) override {
+  Status wait(void* stream) override {
     DeviceGuard guard(desc_.device);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    DFSEL_TRY(check_not_capturing(st));
-    DFSEL_TRY(check_stream_device(st, desc_.device));
+    DFSEL_TRY(check_stream(st, desc_.device, false));
     DFSEL_CUDA_TRY(cudaStreamSynchronize(st), "the plan's last run");
+    return Status::success();
+  }
+
+  // What the completed run found on the device: an anchor id out of range.
+  Status report() override {
+    DeviceGuard guard(desc_.device);
     int32_t err = 0;
     int32_t* dev_err = reinterpret_cast<int32_t*>(base_ + c_.error);
     DFSEL_CUDA_TRY(cudaMemcpy(&err, dev_err, sizeof err, cudaMemcpyDeviceToHost), "reading the run's error flag");
