@@ -70,9 +70,8 @@ __device__ __forceinline__ void unpack8(const Raw8& r, dfsel_type t, float (&v)[
   }
   const uint32_t w[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
   if (t == DFSEL_TYPE_Q8_0) {
-    const float d = f16_to_float((uint16_t)r.a.z);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = d * (float)(int8_t)(w[i / 4] >> (8 * (i % 4)));
+    for (int i = 0; i < 8; ++i) v[i] = q8_value((uint16_t)r.a.z, (int8_t)(w[i / 4] >> (8 * (i % 4))));
     return;
   }
   const bool half = t == DFSEL_TYPE_F16;

@@ -106,9 +106,9 @@ __device__ __forceinline__ void load4(const uint8_t* row, dfsel_type t, int r, i
     v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
   } else if (t == DFSEL_TYPE_Q8_0) {
     const BlockQ8_0* blk = (const BlockQ8_0*)row + r / kQ8Block;
-    const float d = f16_to_float(__ldg(&blk->d));
+    const uint16_t d = __ldg(&blk->d);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) v[c] = d * (float)__ldg(blk->qs + r % kQ8Block + c);
+    for (int c = 0; c < 4; ++c) v[c] = q8_value(d, __ldg(blk->qs + r % kQ8Block + c));
   } else {
     const uint2 x = __ldg((const uint2*)(row + (size_t)r * 2));
     const uint16_t h[4] = {(uint16_t)(x.x & 0xffffu), (uint16_t)(x.x >> 16),

@@ -93,7 +93,11 @@ DFSEL_HD size_t row_bytes(dfsel_type t, int64_t n) {
   }
 }
 
-// Element i of a row stored as t, as float. Dequantisation of Q8_0 is d * q, in float.
+// One Q8_0 value: the block scale (f16 bits) times the quant, in float. The one definition
+// of the dequantisation; kernels that load blocks their own way convert through it.
+DFSEL_HD float q8_value(uint16_t d_bits, int8_t q) { return f16_to_float(d_bits) * (float)q; }
+
+// Element i of a row stored as t, as float.
 DFSEL_HD float load_elem(const void* row, dfsel_type t, int64_t i) {
   switch (t) {
     case DFSEL_TYPE_F32: return ((const float*)row)[i];
@@ -101,7 +105,7 @@ DFSEL_HD float load_elem(const void* row, dfsel_type t, int64_t i) {
     case DFSEL_TYPE_BF16: return bf16_to_float(((const uint16_t*)row)[i]);
     case DFSEL_TYPE_Q8_0: {
       const BlockQ8_0* b = (const BlockQ8_0*)row + i / kQ8Block;
-      return f16_to_float(b->d) * (float)b->qs[i % kQ8Block];
+      return q8_value(b->d, b->qs[i % kQ8Block]);
     }
     default: return 0.0f;
   }
