@@ -56,14 +56,14 @@ void lattice_bench(benchmark::State& state, int blocks) {
     for (int j = 0; j < kK; ++j) c[(size_t)d * kK + j] = CandRec{10.0f - j * 0.25f, (int32_t)(rng() % kVocab)};
   std::vector<int32_t> anchors(blocks);
   for (auto& x : anchors) x = (int32_t)(rng() % kVocab);
-  DeviceMem recv, ep, en, g, an, merged, lattice, counters, err, path, n_emitted;
+  DeviceMem recv, ep, en, g, an, lattice, choices, counters, err, path, n_emitted;
   if (!cuda_ok(state, recv.alloc(l.bytes), "cudaMalloc") ||
       !cuda_ok(state, ep.alloc((size_t)kVocab * kR * 2), "cudaMalloc") ||
       !cuda_ok(state, en.alloc((size_t)kVocab * kR * 2), "cudaMalloc") ||
       !cuda_ok(state, g.alloc((size_t)rows * kR * 4), "cudaMalloc") ||
       !cuda_ok(state, an.alloc((size_t)blocks * 4), "cudaMalloc") ||
-      !cuda_ok(state, merged.alloc((size_t)rows * kK * sizeof(CandRec)), "cudaMalloc") ||
       !cuda_ok(state, lattice.alloc((size_t)rows * kK * kK * 4), "cudaMalloc") ||
+      !cuda_ok(state, choices.alloc((size_t)rows * kK * sizeof(int2)), "cudaMalloc") ||
       !cuda_ok(state, counters.alloc((size_t)blocks * 4), "cudaMalloc") ||
       !cuda_ok(state, err.alloc(4), "cudaMalloc") || !cuda_ok(state, path.alloc((size_t)rows * 4), "cudaMalloc") ||
       !cuda_ok(state, n_emitted.alloc((size_t)blocks * 4), "cudaMalloc"))
@@ -94,8 +94,8 @@ void lattice_bench(benchmark::State& state, int blocks) {
   a.path = path.as<int32_t>();
   a.n_emitted = n_emitted.as<int32_t>();
   a.n_embd = kEmbd;
-  a.merged = merged.as<CandRec>();
   a.lattice = lattice.as<float>();
+  a.choices = choices.as<int2>();
   a.block_counters = counters.as<unsigned>();
   a.error = err.as<int32_t>();
   time_graph(state, 1, (double)rows * kK * 2 * kR * 2, [&](int, cudaStream_t st) { return cuda::score_lattice(a, st); });

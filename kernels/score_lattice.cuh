@@ -49,9 +49,10 @@ struct LatticeArgs {
   float* packed;
   size_t packed_row_stride;  // bytes
   int64_t n_embd;            // floats per packed row
-  // Workspace: merged lists and scores for the walk, and completion counters.
-  CandRec* merged;          // [n_blocks * L][K]
+  // Workspace: the walk's inputs and completion counters.
   float* lattice;           // [n_blocks * L][K][K]
+  int2* choices;            // [n_blocks * L][K]: the walk's step from each lattice row (with
+                            // the p_min stop flag) and the token id it emits
   unsigned* block_counters; // [max_blocks], zeroed once at set-up, left reusable
   int32_t* error;           // set to 1 + block index of an anchor out of range; never cleared here
 };

@@ -279,7 +279,7 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
   DeviceBuffer<float> g(pb.g.size()), unary(nd * K), scores(nd * K * K), q(nd * K),
       packed((size_t)pb.n_tok * row_floats), lattice(nd * K * K);
   DeviceBuffer<int32_t> cand_ids(nd * K), path(nd), n_emitted(pb.blocks), error(1);
-  DeviceBuffer<CandRec> merged(nd * K);
+  DeviceBuffer<int2> choices(nd * K);
   DeviceBuffer<unsigned> counters(pb.blocks);
   g.upload(pb.g);
   counters.zero();
@@ -295,13 +295,14 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
   a.q = pb.mode.temperature > 0.0f ? q.get() : nullptr;
   a.path = path.get(); a.n_emitted = n_emitted.get();
   a.packed = packed.get(); a.packed_row_stride = row_floats * 4; a.n_embd = pb.n_embd;
-  a.merged = merged.get(); a.lattice = lattice.get(); a.block_counters = counters.get();
+  a.lattice = lattice.get(); a.choices = choices.get();
+  a.block_counters = counters.get();
   a.error = error.get();
   ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::score_lattice(a, st); },
                                  launches, graph, [&] {
                                    for (auto* b : {&unary, &scores, &q, &packed, &lattice}) b->poison();
                                    for (auto* b : {&cand_ids, &path, &n_emitted}) b->poison();
-                                   merged.poison();
+                                   choices.poison();
                                  }));
   ASSERT_EQ(counters.download(), std::vector<unsigned>(pb.blocks, 0u)) << "counters not reset";
   out->cand_ids = cand_ids.download();

@@ -46,7 +46,7 @@ class DeviceGuard {
 };
 
 struct CudaCarve {
-  size_t scratch, g, send, recv, merged, lattice, counters, error, total;
+  size_t scratch, g, send, recv, lattice, choices, counters, error, total;
 };
 
 CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
@@ -61,8 +61,8 @@ CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
   c.g = take((size_t)maxd * sh.R * sizeof(float));
   c.send = take(l.bytes);
   c.recv = desc.shard.n_ranks == 1 ? c.send : take((size_t)desc.shard.n_ranks * l.bytes);
-  c.merged = take((size_t)maxd * sh.k * sizeof(CandRec));
   c.lattice = take((size_t)maxd * sh.k * sh.k * sizeof(float));
+  c.choices = take((size_t)maxd * sh.k * sizeof(int2));
   c.total = off;
   return c;
 }
@@ -249,8 +249,8 @@ class CudaBackend final : public Backend {
     a.packed = out.packed;
     a.packed_row_stride = out.packed_row_stride ? out.packed_row_stride : (size_t)sh_.n_embd * 4;
     a.n_embd = sh_.n_embd;
-    a.merged = reinterpret_cast<CandRec*>(base_ + c_.merged);
     a.lattice = reinterpret_cast<float*>(base_ + c_.lattice);
+    a.choices = reinterpret_cast<int2*>(base_ + c_.choices);
     a.block_counters = reinterpret_cast<unsigned*>(base_ + c_.counters);
     a.error = reinterpret_cast<int32_t*>(base_ + c_.error);
     DFSEL_CUDA_TRY(cuda::score_lattice(a, static_cast<cudaStream_t>(stream)), "score_lattice launch");
