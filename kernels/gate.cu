@@ -126,15 +126,15 @@ __global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split)
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
-  for (int64_t c = split; c < n_chunks; c += n_split) {
+  // The loads of chunk c (W_h rows, then the hidden tile), all issued before any is used.
+  Raw8 wr[kRowsPerWarp], hr[kHiddenPer];
+  auto fetch = [&](int64_t c) {
     const int64_t c0 = c * kChunk;
     const int64_t e0 = c0 + lane * 8;
-    // Every load of the pass first (W_h, then the hidden chunk); conversions after.
-    Raw8 wr[kRowsPerWarp], hr[kHiddenPer];
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
       wr[i] = Raw8{};
-      if (r0 + i < a.rank && e0 < n)
+      if (c < n_chunks && r0 + i < a.rank && e0 < n)
         wr[i] = fetch8<kVec>(w + (size_t)(r0 + i) * a.w_row_stride, a.w_type, e0, n);
     }
 #pragma unroll
@@ -142,12 +142,17 @@ __global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split)
       const int q = tid + k * kThreads, t = q >> 5, s = s0 + t;
       const int64_t he = c0 + (q & 31) * 8;
       hr[k] = Raw8{};
-      if (s < a.n_rows && he < n) {
+      if (c < n_chunks && s < a.n_rows && he < n) {
         const int64_t row = (int64_t)(s / a.map.group_rows) * a.map.group_stride +
                             a.map.group_offset + s % a.map.group_rows;
         hr[k] = fetch8<kVec>(h + (size_t)row * a.h_row_stride, a.h_type, he, n);
       }
     }
+  };
+  fetch(split);
+  for (int64_t c = split; c < n_chunks; c += n_split) {
+    // Convert this chunk, then issue the next chunk's loads into the same registers: they are
+    // in flight during this chunk's products (one memory latency per CTA, not one per chunk).
 #pragma unroll
     for (int k = 0; k < kHiddenPer; ++k) {
       const int q = tid + k * kThreads, t = q >> 5, l = q & 31;
@@ -159,6 +164,7 @@ __global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split)
     float wv[kRowsPerWarp][8];
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) unpack8<kVec>(wr[i], a.w_type, wv[i]);
+    if (c + n_split < n_chunks) fetch(c + n_split);
     __syncthreads();
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
