@@ -6,10 +6,10 @@
 // sums meet in distributed shared memory in a fixed order (deterministic, no atomics, no
 // scratch: every rank computes bitwise the same g, DESIGN section 3).
 //
-// One CTA: 4 warps x 4 W_h rows against a tile of 16 selected rows, n_embd streamed in chunks
+// One CTA: 4 warps x 2 W_h rows against a tile of 16 selected rows, n_embd streamed in chunks
 // of 256 elements (8 per lane, 16-byte loads). The hidden chunk is converted to float in
-// shared memory once and read by the 4 warps; each lane keeps 4 x 16 accumulators, so every
-// hidden value loaded from shared memory feeds 4 FMAs and every W_h value 16.
+// shared memory once and read by the 4 warps; each lane keeps 2 x 16 accumulators, so every
+// hidden value loaded from shared memory feeds 2 FMAs and every W_h value 16.
 #include "kernels/gate.cuh"
 
 #include <cooperative_groups.h>
@@ -21,11 +21,14 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerWarp = 4;
+constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // W_h rows
 constexpr int kTile = 16;                           // selected rows
 constexpr int kChunk = 256;                         // n_embd elements per pass
 constexpr int kMaxSplit = 8;                        // portable cluster size
+// 128 registers a thread: one gate CTA fits on an SM beside the top-K's CTAs (shard_topk
+// sizes its grid to leave that room), so the two kernels of a step overlap.
+constexpr int kGateCtasPerSm = 4;
 constexpr int kAcc = kRowsPerWarp * kTile;          // accumulators per lane
 constexpr int kHiddenPer = kTile * 32 / kThreads;   // 8-element hidden groups per thread
 
@@ -94,20 +97,21 @@ __device__ __forceinline__ void reduce_half(float (&v)[kAcc], int o, bool upper)
   }
 }
 
-// Sums v[0..kAcc) over the 32 lanes of the warp in 62 shuffles. On return lane l holds the
-// totals of indices 2l and 2l+1 in v[0], v[1] (bit o of the lane chose the upper half).
+// Sums v[0..kAcc) over the 32 lanes of the warp in five halvings. On return lane l holds the
+// totals of indices kPerLane * l + i in v[i] (bit o of the lane chose the upper half).
+constexpr int kPerLane = kAcc / 32;
 __device__ __forceinline__ void warp_reduce_scatter(float (&v)[kAcc], int lane) {
-  static_assert(kAcc == 64, "five halvings leave two values per lane");
-  reduce_half<64>(v, 16, (lane & 16) != 0);
-  reduce_half<32>(v, 8, (lane & 8) != 0);
-  reduce_half<16>(v, 4, (lane & 4) != 0);
-  reduce_half<8>(v, 2, (lane & 2) != 0);
-  reduce_half<4>(v, 1, (lane & 1) != 0);
+  static_assert(kAcc % 32 == 0, "five halvings leave kAcc / 32 values per lane");
+  reduce_half<kAcc>(v, 16, (lane & 16) != 0);
+  reduce_half<kAcc / 2>(v, 8, (lane & 8) != 0);
+  reduce_half<kAcc / 4>(v, 4, (lane & 4) != 0);
+  reduce_half<kAcc / 8>(v, 2, (lane & 2) != 0);
+  reduce_half<kAcc / 16>(v, 1, (lane & 1) != 0);
 }
 
 // Grid: x = row group * n_split + split rank (one cluster per row group), y = tile of rows.
 template <bool kVec, bool kCluster>
-__global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split) {
+__global__ void __launch_bounds__(kThreads, kGateCtasPerSm) gate_kernel(GateArgs a, int n_split) {
   // Hidden chunk, lane-major halves: element 8l + 4h + c of the chunk sits at [h][4l + c], so
   // that a warp reading one half per lane touches 512 contiguous bytes (no bank conflicts).
   __shared__ __align__(16) float hs[kTile][2][kChunk / 2];
@@ -183,11 +187,11 @@ __global__ void __launch_bounds__(kThreads) gate_kernel(GateArgs a, int n_split)
     __syncthreads();
   }
 
-  // acc index v = i * kTile + t; the CTA's partial for (W_h row warp*4 + i, tile row t) is
+  // acc index v = i * kTile + t; the CTA's partial for (W_h row warp * kRowsPerWarp + i, tile row t) is
   // red[warp * kAcc + v], i.e. red[wrow * kTile + t].
   warp_reduce_scatter(acc, lane);
-  red[warp * kAcc + 2 * lane] = acc[0];
-  red[warp * kAcc + 2 * lane + 1] = acc[1];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) red[warp * kAcc + kPerLane * lane + i] = acc[i];
 
   const int per = kRowsPerCta * kTile / n_split;
   const int rg0 = (blockIdx.x / n_split) * kRowsPerCta;

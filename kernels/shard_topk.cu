@@ -25,7 +25,10 @@ namespace dfsel::cuda {
 namespace {
 
 constexpr int kVecsPerThread = 4;   // 16-byte loads per thread per tile
-constexpr int kCtasPerSm = 4;       // residency the launch bounds ask for; sizes the grid
+// The launch bounds ask for 4 CTAs per SM (64 registers a thread), but the grid is sized for 3,
+// leaving each SM room for one gate CTA (gate.cu): the gate then runs beside the top-K.
+constexpr int kRegBoundCtas = 4;
+constexpr int kCtasPerSm = 3;
 constexpr int64_t kMinSplitCols = 2048;  // a split chunk smaller than this costs more than it saves
 constexpr int kRecsPerThread = 8;   // the last CTA holds splits * k <= 2048 records in registers
 
@@ -231,7 +234,7 @@ size_t parts_offset(int num_sms) {
 }
 
 template <dfsel_type T, int KB>
-__global__ void __launch_bounds__(kSelectThreads, kCtasPerSm)
+__global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
     shard_topk_kernel(ShardTopKArgs a, int splits, size_t parts_at) {
   constexpr int U = kVecsPerThread;
   constexpr int32_t kTile = U * kSelectThreads;  // vectors per tile
