@@ -187,8 +187,8 @@ __global__ void __launch_bounds__(kThreads, kGateCtasPerSm) gate_kernel(GateArgs
     __syncthreads();
   }
 
-  // acc index v = i * kTile + t; the CTA's partial for (W_h row warp * kRowsPerWarp + i, tile row t) is
-  // red[warp * kAcc + v], i.e. red[wrow * kTile + t].
+  // acc index v = i * kTile + t; the CTA's partial for W_h row warp * kRowsPerWarp + i and
+  // tile row t is red[warp * kAcc + v], i.e. red[wrow * kTile + t].
   warp_reduce_scatter(acc, lane);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) red[warp * kAcc + kPerLane * lane + i] = acc[i];

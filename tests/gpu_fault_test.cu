@@ -22,17 +22,7 @@
 namespace dfsel::test {
 namespace {
 
-Case small_case() {
-  Case c;
-  c.V = 31040;
-  c.K = 16;
-  c.R = 256;
-  c.E = 512;
-  c.block = 16;
-  c.blocks = 16;
-  c.cb_t = DFSEL_TYPE_BF16;
-  return c;
-}
+Case small_case() { return model_case(31040, 512, 16); }
 
 size_t free_bytes(int device) {
   cudaSetDevice(device);

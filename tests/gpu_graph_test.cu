@@ -16,14 +16,7 @@ namespace {
 TEST(GpuGraph, CaptureOnceReplayWithNewInputs) {
   DFSEL_REQUIRE_GPUS(1);
   std::mt19937_64 rng(fresh_seed());
-  Case c;
-  c.V = 124160;
-  c.K = 16;
-  c.R = 256;
-  c.E = 512;
-  c.block = 16;
-  c.blocks = 2;
-  c.cb_t = DFSEL_TYPE_BF16;
+  const Case c = model_case(124160, 512, 2);
   Data d = make_data(c, rng());
   const size_t cb_row = row_bytes(c.cb_t, c.R), nd = (size_t)c.blocks * (c.block - 1), n_tokens = (size_t)c.blocks * c.block;
   DeviceBuffer<uint8_t> e_prev(d.e_prev.size()), e_next(d.e_next.size()), w_h(d.w_h.size()), logits(d.logits.size()),

@@ -19,17 +19,7 @@ extern char** environ;
 namespace dfsel::test {
 namespace {
 
-Case two_rank_case() {
-  Case c;
-  c.V = 248320;
-  c.K = 16;
-  c.R = 256;
-  c.E = 1024;
-  c.block = 16;
-  c.blocks = 2;
-  c.cb_t = DFSEL_TYPE_BF16;
-  return c;
-}
+Case two_rank_case() { return model_case(248320, 1024, 2); }
 
 TEST(GpuNccl, TwoRanksMatchCpuBothPlacements) {
   DFSEL_REQUIRE_GPUS(2);

@@ -84,14 +84,7 @@ TEST(GpuSelector, ManyBlocks) {
   DFSEL_REQUIRE_GPUS(1);
   std::mt19937_64 rng(fresh_seed());
   for (int blocks : {16, 64}) {
-    Case c;
-    c.V = 31040;
-    c.K = 16;
-    c.R = 256;
-    c.E = 512;
-    c.block = 16;
-    c.blocks = blocks;
-    c.cb_t = DFSEL_TYPE_BF16;
+    const Case c = model_case(31040, 512, blocks);
     expect_gpu_matches_cpu(c, rng(), Variant{});
   }
 }

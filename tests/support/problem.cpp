@@ -55,6 +55,18 @@ float special_value(Special s, std::mt19937_64& rng, float v, int64_t col) {
 
 }  // namespace
 
+Case model_case(int64_t V, int64_t E, int blocks) {
+  Case c;
+  c.V = V;
+  c.K = 16;
+  c.R = 256;
+  c.E = E;
+  c.block = 16;
+  c.blocks = blocks;
+  c.cb_t = DFSEL_TYPE_BF16;
+  return c;
+}
+
 uint64_t fresh_seed() {
   static std::random_device rd;
   return ((uint64_t)rd() << 32) | rd();

@@ -32,6 +32,10 @@ struct Data {
 
 Data make_data(const Case& c, uint64_t seed);
 
+// The model's shape at vocabulary V (DESIGN section 5: K 16, R 256, blocks of 16 tokens, BF16
+// codebooks), with E hidden elements and the given number of blocks.
+Case model_case(int64_t V, int64_t E, int blocks);
+
 // A seed from std::random_device: every run tests fresh inputs (trace it to reproduce one).
 uint64_t fresh_seed();
 
