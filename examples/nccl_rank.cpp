@@ -51,16 +51,7 @@ float value(uint64_t seed, uint64_t i) {
 }
 
 dfsel_tensor f32_matrix(const void* p, int64_t ne0, int64_t ne1, size_t nb1) {
-  dfsel_tensor t{};
-  t.data = p;
-  t.type = DFSEL_TYPE_F32;
-  t.ne[0] = ne0;
-  t.ne[1] = ne1;
-  t.ne[2] = t.ne[3] = 1;
-  t.nb[0] = 4;
-  t.nb[1] = nb1;
-  t.nb[2] = t.nb[3] = nb1 * (size_t)ne1;
-  return t;
+  return dfsel_tensor_2d(p, DFSEL_TYPE_F32, ne0, ne1, nb1);
 }
 
 template <typename F>

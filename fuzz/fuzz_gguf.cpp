@@ -90,16 +90,7 @@ void run_plan(const dfsel_config& file_cfg, const dfsel_tensor& e_prev, const df
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = float((i * 2654435761u + seed) % 1000) / 100.0f;
   for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = float((i * 40503u + seed) % 200) / 100.0f - 1.0f;
   auto matrix = [](const std::vector<float>& v, int64_t ne0, int64_t ne1) {
-    dfsel_tensor t{};
-    t.data = v.data();
-    t.type = DFSEL_TYPE_F32;
-    t.ne[0] = ne0;
-    t.ne[1] = ne1;
-    t.ne[2] = t.ne[3] = 1;
-    t.nb[0] = 4;
-    t.nb[1] = size_t(ne0) * 4;
-    t.nb[2] = t.nb[3] = t.nb[1] * size_t(ne1);
-    return t;
+    return dfsel_tensor_2d(v.data(), DFSEL_TYPE_F32, ne0, ne1, size_t(ne0) * sizeof(float));
   };
   const int32_t anchor = int32_t(seed % uint32_t(cfg.n_vocab));
   dfsel_inputs in{};

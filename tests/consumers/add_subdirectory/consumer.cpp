@@ -17,16 +17,7 @@ struct PlanDeleter {
 };
 
 dfsel_tensor matrix(const std::vector<float>& v, int64_t ne0, int64_t ne1) {
-  dfsel_tensor t{};
-  t.data = v.data();
-  t.type = DFSEL_TYPE_F32;
-  t.ne[0] = ne0;
-  t.ne[1] = ne1;
-  t.ne[2] = t.ne[3] = 1;
-  t.nb[0] = sizeof(float);
-  t.nb[1] = size_t(ne0) * sizeof(float);
-  t.nb[2] = t.nb[3] = t.nb[1] * size_t(ne1);
-  return t;
+  return dfsel_tensor_2d(v.data(), DFSEL_TYPE_F32, ne0, ne1, size_t(ne0) * sizeof(float));
 }
 
 std::vector<float> values(size_t n, uint32_t seed) {

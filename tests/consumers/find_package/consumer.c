@@ -17,16 +17,7 @@ static float next_value(void) {
 }
 
 static dfsel_tensor matrix_f32(const float* data, int64_t ne0, int64_t ne1) {
-  dfsel_tensor t = {0};
-  t.data = data;
-  t.type = DFSEL_TYPE_F32;
-  t.ne[0] = ne0;
-  t.ne[1] = ne1;
-  t.ne[2] = t.ne[3] = 1;
-  t.nb[0] = sizeof(float);
-  t.nb[1] = (size_t)ne0 * sizeof(float);
-  t.nb[2] = t.nb[3] = t.nb[1] * (size_t)ne1;
-  return t;
+  return dfsel_tensor_2d(data, DFSEL_TYPE_F32, ne0, ne1, (size_t)ne0 * sizeof(float));
 }
 
 int main(void) {
