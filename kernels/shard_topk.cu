@@ -25,10 +25,11 @@ namespace dfsel::cuda {
 namespace {
 
 constexpr int kVecsPerThread = 4;   // 16-byte loads per thread per tile
-// The launch bounds ask for 4 CTAs per SM (64 registers a thread), but the grid is sized for 3,
-// leaving each SM room for one gate CTA (gate.cu): the gate then runs beside the top-K.
+// The launch bounds ask for 4 CTAs per SM (64 registers a thread). The grid is sized for 4
+// when the top-K has the GPU alone, and for 3 when the caller runs a kernel beside it
+// (ShardTopKArgs::shares_sms: the plan's gate, gate.cu), leaving each SM room for one CTA.
 constexpr int kRegBoundCtas = 4;
-constexpr int kCtasPerSm = 3;
+constexpr int kCtasPerSm = kRegBoundCtas;  // the most; sizes the counters and forced splits
 constexpr int64_t kMinSplitCols = 2048;  // a split chunk smaller than this costs more than it saves
 constexpr int kRecsPerThread = 8;   // the last CTA holds splits * k <= 2048 records in registers
 
@@ -304,8 +305,9 @@ __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
 
 // Rows split into this many chunks: enough CTAs for about one resident wave, chunks no
 // shorter than kMinSplitCols, and at most 2048 partial records per row for the last CTA.
-int topk_splits(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms) {
-  int64_t s = (int64_t)(num_sms > 0 ? num_sms : 1) * kCtasPerSm / (n_rows > 0 ? n_rows : 1);
+int topk_splits(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms, bool shares_sms) {
+  const int per_sm = shares_sms ? kCtasPerSm - 1 : kCtasPerSm;
+  int64_t s = (int64_t)(num_sms > 0 ? num_sms : 1) * per_sm / (n_rows > 0 ? n_rows : 1);
   s = std::min<int64_t>(s, n_cols / kMinSplitCols);
   s = std::min<int64_t>(s, (int64_t)kSelectThreads * kRecsPerThread / k);
   return (int)std::max<int64_t>(s, 1);
@@ -333,7 +335,8 @@ size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int n
   const int64_t stop = std::min<int64_t>(n_rows, (int64_t)std::max(num_sms, 1) * kCtasPerSm);
   int64_t recs = 0;
   for (int64_t n = 1; n <= stop; ++n) {
-    const int s = topk_splits((int32_t)n, k, n_cols, num_sms);
+    const int s = std::max(topk_splits((int32_t)n, k, n_cols, num_sms, false),
+                           topk_splits((int32_t)n, k, n_cols, num_sms, true));
     if (s > 1) recs = std::max<int64_t>(recs, n * s * k);
   }
   return recs == 0 ? 0 : parts_offset(num_sms) + (size_t)recs * sizeof(CandRec);
@@ -343,18 +346,22 @@ size_t shard_topk_scratch_bytes_split(int32_t n_rows, int32_t k, int32_t splits,
   return parts_offset(num_sms) + (size_t)n_rows * splits * k * sizeof(CandRec);
 }
 
-cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream) {
-  if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_cols || a.n_rows < 0) return cudaErrorInvalidValue;
+int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
+  if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_cols || a.n_rows < 0) return 0;
   // Ids are int32: the shard's last id must be one (INT32_MAX - 16 leaves room for a vector).
-  if (a.id_offset < 0 || a.id_offset + a.n_cols > INT32_MAX - 16) return cudaErrorInvalidValue;
+  if (a.id_offset < 0 || a.id_offset + a.n_cols > INT32_MAX - 16) return 0;
+  if (a.splits <= 0) return topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0);
+  // Forced, for tuning: the last CTA's records and the counters must fit.
+  if ((int64_t)a.splits * a.k > (int64_t)kSelectThreads * kRecsPerThread || a.splits > a.n_cols ||
+      (a.splits > 1 && a.n_rows > std::max(num_sms, 1) * kCtasPerSm))
+    return 0;
+  return a.splits;
+}
+
+cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream) {
+  const int splits = shard_topk_splits(a, num_sms);
+  if (splits == 0) return cudaErrorInvalidValue;
   if (a.n_rows == 0) return cudaSuccess;
-  int splits = topk_splits(a.n_rows, a.k, a.n_cols, num_sms);
-  if (a.splits > 0) {  // forced, for tuning: the last CTA's records and the counters must fit
-    if ((int64_t)a.splits * a.k > (int64_t)kSelectThreads * kRecsPerThread || a.splits > a.n_cols ||
-        (a.splits > 1 && a.n_rows > std::max(num_sms, 1) * kCtasPerSm))
-      return cudaErrorInvalidValue;
-    splits = a.splits;
-  }
   if (splits > 1 && a.scratch == nullptr) return cudaErrorInvalidValue;
   switch (a.type) {
     case DFSEL_TYPE_F32: return launch<DFSEL_TYPE_F32>(a, splits, num_sms, stream);

@@ -30,6 +30,7 @@ struct ShardTopKArgs {
   size_t out_stride;    // in records
   void* scratch;        // shard_topk_scratch_bytes; zeroed once at set-up, left reusable
   int32_t splits;       // 0: the built-in heuristic; > 0: chunks per row, forced (tuning sweeps)
+  int32_t shares_sms;   // nonzero: another kernel runs beside; size the grid to leave it room
 };
 
 constexpr int kMaxTopK = 64;
@@ -39,6 +40,10 @@ size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int n
 
 // Scratch for a forced split count (ShardTopKArgs::splits).
 size_t shard_topk_scratch_bytes_split(int32_t n_rows, int32_t k, int32_t splits, int num_sms);
+
+// CTAs per row that shard_topk launches for these arguments (the grid is n_rows times this);
+// 0 for arguments it would refuse. Benchmarks size their floor kernels with it.
+int shard_topk_splits(const ShardTopKArgs& args, int num_sms);
 
 // Enqueues the selection on stream; never allocates, never synchronises; graph-capturable.
 cudaError_t shard_topk(const ShardTopKArgs& args, int num_sms, cudaStream_t stream);

@@ -160,8 +160,11 @@ class CudaBackend final : public Backend {
     t.out = layout_cands(l, send_buffer());
     t.out_stride = (size_t)sh_.k;
     t.scratch = base_ + c_.scratch;
+    t.shares_sms = 1;  // the gate runs beside it (below)
     // The gate does not depend on the top-K: it runs beside it on a side stream that forks
-    // from and joins the caller's stream (a fork/join that graph capture keeps).
+    // from the caller's stream here and joins it in finish(), just before the lattice, its only
+    // reader; the exchange and record packing need only the top-K and do not wait for it (a
+    // fork/join that graph capture keeps).
     DFSEL_CUDA_TRY(cudaEventRecord(fork_, st), "cudaEventRecord");
     DFSEL_CUDA_TRY(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent");
     DFSEL_CUDA_TRY(cuda::shard_topk(t, num_sms_, st), "shard_topk launch");
@@ -221,6 +224,8 @@ class CudaBackend final : public Backend {
 
   Status finish(const dfsel_inputs& in, const dfsel_outputs& out, void* stream) override {
     DeviceGuard guard(desc_.device);
+    // The gate (select) joins here: the lattice reads g.
+    DFSEL_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), join_, 0), "cudaStreamWaitEvent");
     cuda::LatticeArgs a{};
     a.recv = static_cast<const uint8_t*>(recv_buffer());
     a.layout = sh_.layout_for(in.n_blocks);
