@@ -182,7 +182,6 @@ class CudaBackend final : public Backend {
     g.g = reinterpret_cast<float*>(base_ + c_.g);
     DFSEL_CUDA_TRY(cuda::gate(g, num_sms_, side_), "gate launch");
     DFSEL_CUDA_TRY(cudaEventRecord(join_, side_), "cudaEventRecord");
-    DFSEL_CUDA_TRY(cudaStreamWaitEvent(st, join_, 0), "cudaStreamWaitEvent");
     if (sh_.sharded) {
       cuda::PackRecordsArgs p{};
       p.send = static_cast<uint8_t*>(send_buffer());
