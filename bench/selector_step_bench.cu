@@ -2,12 +2,16 @@
 //   SelectorStep     one GPU, one shard: top-K + gate, lattice + walk
 //   SimulatedShards  S shards on one GPU with the in-process exchange (record size, merge cost)
 //   DistributedStep  S GPUs, one NCCL all-gather of the candidate records
+//   ExchangeFloor    the step's all-gather alone (NCCL), for the records of one step
+//   LsaExchangeFloor the same exchange written by a kernel through NCCL's device API: stores
+//                    into every peer's symmetric window, one LSA barrier, a local copy-out
 //   FullLogitGather  the peer engines use today: all-gather the logits, then a top-K of the
 //                    whole rows on every GPU (dfsel's shard_topk, or CUB's segmented sort)
 // V = 248320, R = 256, K = 16, block 16, n_embd 5120, F32 logits and hidden, BF16 codebooks
 // and W_h, greedy. bytes = logits rows read + W_h + hidden rows + codebook rows gathered.
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -16,6 +20,10 @@
 
 #if defined(DFSEL_WITH_NCCL)
 #include <nccl.h>
+#if __has_include(<nccl_device.h>) && NCCL_VERSION_CODE >= 22800
+#include <nccl_device.h>
+#define DFSEL_BENCH_LSA 1  // NCCL's device API: symmetric windows, LSA pointers and barriers
+#endif
 #endif
 
 #include "bench_data.cuh"
@@ -25,7 +33,7 @@
 namespace dfsel::bench {
 namespace {
 
-constexpr int kR = 256, kK = 16, kBlock = 16, kL = kBlock - 1;
+constexpr int kR = 256, kK = 16;
 constexpr int64_t kEmbd = 5120;
 constexpr double kTorchSelectorUs = 361.0;  // DESIGN section 5: PyTorch selector, V = 202048, 1 block
 
@@ -34,15 +42,17 @@ struct StepShape {
   int64_t vocab;
   int ranks;
   dfsel_placement placement;
+  int block = 16;  // tokens per block (one anchor, block - 1 drafted rows)
+  int rows() const { return blocks * (block - 1); }
   std::string name(const char* family) const {
     std::string n = std::string(family) + "/";
     if (ranks > 1) n += "ranks:" + std::to_string(ranks) + "/";
-    n += "tokens:" + std::to_string(blocks * kBlock) + "/vocab:" + std::to_string(vocab) + "/k:16/f32/bf16";
+    n += "tokens:" + std::to_string(blocks * block) + "/vocab:" + std::to_string(vocab) + "/k:16/f32/bf16";
     if (ranks > 1) n += placement == DFSEL_CODEBOOKS_SHARDED ? "/sharded" : "/replicated";
     return n;
   }
   double bytes() const {
-    const double rows = (double)blocks * kL;
+    const double rows = (double)this->rows();
     return rows * vocab * 4 + (double)kR * kEmbd * 2 + rows * kEmbd * 4 + rows * kK * 2 * kR * 2;
   }
 };
@@ -70,7 +80,7 @@ bool setup_rank(benchmark::State& state, const StepShape& s, int rank, int devic
   const int64_t vb = s.vocab * rank / s.ranks, ve = s.vocab * (rank + 1) / s.ranks, vs = ve - vb;
   const bool sharded = s.placement == DFSEL_CODEBOOKS_SHARDED;
   const int64_t cb_rows = sharded ? vs : s.vocab, cb_first = sharded ? vb : 0;
-  const int64_t n_tokens = (int64_t)s.blocks * kBlock;
+  const int64_t n_tokens = (int64_t)s.blocks * s.block;
   const size_t cb_row = (size_t)kR * 2;
   if (!cuda_ok(state, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
       !cuda_ok(state, r->e_prev.alloc(cb_rows * cb_row, device), "cudaMalloc e_prev") ||
@@ -78,7 +88,7 @@ bool setup_rank(benchmark::State& state, const StepShape& s, int rank, int devic
       !cuda_ok(state, r->w_h.alloc((size_t)kR * kEmbd * 2, device), "cudaMalloc w_h") ||
       !cuda_ok(state, r->hidden.alloc((size_t)n_tokens * kEmbd * 4, device), "cudaMalloc hidden") ||
       !cuda_ok(state, r->anchors.alloc((size_t)s.blocks * 4, device), "cudaMalloc anchors") ||
-      !cuda_ok(state, r->path.alloc((size_t)s.blocks * kL * 4, device), "cudaMalloc path") ||
+      !cuda_ok(state, r->path.alloc((size_t)s.rows() * 4, device), "cudaMalloc path") ||
       !cuda_ok(state, r->n_emitted.alloc((size_t)s.blocks * 4, device), "cudaMalloc n_emitted"))
     return false;
   // Rank-independent values: every rank sees the same global codebooks and hidden states.
@@ -95,7 +105,7 @@ bool setup_rank(benchmark::State& state, const StepShape& s, int rank, int devic
     fill_hashed(r->logits.back()->get(), DFSEL_TYPE_F32, (size_t)n_tokens * vs, 8.0f, 100 + c * 7919 + rank);
   }
   dfsel_plan_desc d{};
-  d.config = dfsel_config{s.vocab, kEmbd, kR, kK, kBlock, 1.0f, 0.0f, s.blocks};
+  d.config = dfsel_config{s.vocab, kEmbd, kR, kK, s.block, 1.0f, 0.0f, s.blocks};
   d.shard = dfsel_shard{rank, s.ranks, vb, ve};
   d.backend = DFSEL_BACKEND_CUDA;
   d.device = device;
@@ -124,14 +134,14 @@ bool setup_rank(benchmark::State& state, const StepShape& s, int rank, int devic
 }
 
 size_t record_bytes(const StepShape& s) {
-  const int64_t rows = (int64_t)s.blocks * kL;
+  const int64_t rows = s.rows();
   size_t b = (size_t)rows * kK * 8;
   if (s.placement == DFSEL_CODEBOOKS_SHARDED) b += (size_t)rows * kK * 2 * kR * 2 + (size_t)s.blocks * (16 + kR * 2);
   return b;
 }
 
 void selector_step(benchmark::State& state, StepShape s) {
-  const int copies = rotation_copies((size_t)s.blocks * kBlock * s.vocab * 4);
+  const int copies = rotation_copies((size_t)s.blocks * s.block * s.vocab * 4);
   Rank r;
   if (!setup_rank(state, s, 0, 0, copies, nullptr, &r)) return;
   time_graph(state, copies, s.bytes(), [&](int c, cudaStream_t st) {
@@ -144,7 +154,7 @@ void selector_step(benchmark::State& state, StepShape s) {
 
 // S shards driven by one thread on one GPU: S top-K launches, S*S record copies, S lattices.
 void simulated_shards(benchmark::State& state, StepShape s) {
-  const int copies = rotation_copies((size_t)s.blocks * kBlock * s.vocab * 4);
+  const int copies = rotation_copies((size_t)s.blocks * s.block * s.vocab * 4);
   std::vector<std::unique_ptr<Rank>> ranks;
   std::vector<dfsel_plan*> plans;
   for (int i = 0; i < s.ranks; ++i) {
@@ -264,7 +274,7 @@ bool make_comms(benchmark::State& state, int n, Comms* c) {
 void distributed_step(benchmark::State& state, StepShape s) {
   Comms comms;
   if (!make_comms(state, s.ranks, &comms)) return;
-  const int copies = rotation_copies((size_t)s.blocks * kBlock * (s.vocab / s.ranks) * 4);
+  const int copies = rotation_copies((size_t)s.blocks * s.block * (s.vocab / s.ranks) * 4);
   std::vector<std::unique_ptr<Rank>> ranks(s.ranks);
   // Plans of one communicator are created together: their set-up is a collective.
   std::vector<std::thread> threads;
@@ -298,11 +308,158 @@ void distributed_step(benchmark::State& state, StepShape s) {
       (double)(s.placement == DFSEL_CODEBOOKS_SHARDED ? s.vocab / s.ranks : s.vocab) * kR * 2 * 2;
 }
 
+// The step's exchange alone: one NCCL all-gather of a step's record bytes per rank, in a graph
+// on every rank. It is the part of DistributedStep that the device-side exchange could shorten.
+void exchange_floor(benchmark::State& state, StepShape s) {
+  Comms comms;
+  if (!make_comms(state, s.ranks, &comms)) return;
+  const size_t bytes = record_bytes(s);
+  std::vector<DeviceMem> send(s.ranks), recv(s.ranks);
+  std::vector<cudaStream_t> streams(s.ranks);
+  for (int i = 0; i < s.ranks; ++i) {
+    cudaSetDevice(i);
+    if (!cuda_ok(state, cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking), "cudaStreamCreate") ||
+        !cuda_ok(state, send[i].alloc(bytes, i), "cudaMalloc") ||
+        !cuda_ok(state, recv[i].alloc(bytes * s.ranks, i), "cudaMalloc") ||
+        !cuda_ok(state, cudaMemset(send[i].get(), i + 1, bytes), "cudaMemset"))
+      return;
+  }
+  time_multi_gpu(state, s.ranks, 1, (double)bytes * s.ranks, [&](int, std::vector<cudaStream_t>& st) {
+    ncclGroupStart();
+    for (int i = 0; i < s.ranks; ++i)
+      ncclAllGather(send[i].get(), recv[i].get(), bytes, ncclUint8, comms.comms[i], st[i]);
+    return ncclGroupEnd() == ncclSuccess;
+  }, streams);
+  state.counters["record_bytes"] = (double)bytes;
+  for (int i = 0; i < s.ranks; ++i) {
+    cudaSetDevice(i);
+    cudaStreamDestroy(streams[i]);
+  }
+}
+
+#if defined(DFSEL_BENCH_LSA)
+// The records exchanged by a kernel instead of ncclAllGather. Each CTA owns a slice of the
+// rank's records: it stores the slice into every rank's window (its own included) at this
+// rank's slot, passes an LSA barrier (release its stores, acquire the peers'), then copies
+// the gathered slices out to the receive buffer. Windows are double-buffered by a per-CTA
+// step parity: a rank can reach a slot again only after passing the next step's barrier,
+// which every peer enters only after its copy-out of the previous step.
+__global__ void __launch_bounds__(256) lsa_all_gather_kernel(ncclDevComm dc, ncclWindow_t win, const uint4* send,
+                                                             size_t vecs, uint4* recv, unsigned* parity) {
+  const int n = dc.lsaSize, me = dc.lsaRank;
+  const size_t per = (vecs + gridDim.x - 1) / gridDim.x;
+  const size_t v0 = blockIdx.x * per, v1 = min(vecs, v0 + per);
+  const unsigned par = parity[blockIdx.x] & 1u;
+  const size_t slot = (size_t)par * n * vecs;  // in 16-byte vectors
+  for (int p = 0; p < n; ++p) {
+    uint4* dst = static_cast<uint4*>(ncclGetLsaPointer(win, (slot + (size_t)me * vecs) * 16, p));
+    for (size_t v = v0 + threadIdx.x; v < v1; v += blockDim.x) dst[v] = __ldg(send + v);
+  }
+  {
+    ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), dc, ncclTeamTagLsa(), blockIdx.x);
+    bar.sync(ncclCoopCta(), ::cuda::memory_order_acq_rel);
+  }
+  const uint4* got = static_cast<const uint4*>(ncclGetLocalPointer(win, slot * 16));
+  for (int r = 0; r < n; ++r)
+    for (size_t v = v0 + threadIdx.x; v < v1; v += blockDim.x) recv[r * vecs + v] = __ldcv(got + r * vecs + v);
+  if (threadIdx.x == 0) parity[blockIdx.x] = par + 1u;
+}
+
+struct LsaRank {
+  void* window_mem = nullptr;
+  ncclWindow_t win = nullptr;
+  ncclDevComm dc{};
+  bool dc_made = false;
+  DeviceMem send, recv, parity;
+  cudaStream_t stream = nullptr;
+};
+
+void lsa_exchange_floor(benchmark::State& state, StepShape s) {
+  Comms comms;
+  if (!make_comms(state, s.ranks, &comms)) return;
+  const size_t bytes = record_bytes(s);
+  const size_t vecs = (bytes + 15) / 16;
+  const int ctas = (int)std::min<size_t>(32, std::max<size_t>(1, vecs * 16 / 8192));
+  const size_t win_bytes = ((2 * s.ranks * vecs * 16) + 4095) & ~(size_t)4095;
+  std::vector<LsaRank> r(s.ranks);
+  std::vector<std::string> err(s.ranks);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < s.ranks; ++i)
+    threads.emplace_back([&, i] {  // window registration and device-comm creation are collective
+      cudaSetDevice(i);
+      ncclDevCommRequirements reqs;
+      std::memset(&reqs, 0, sizeof reqs);
+      reqs.lsaBarrierCount = ctas;
+      if (ncclMemAlloc(&r[i].window_mem, win_bytes) != ncclSuccess) err[i] = "ncclMemAlloc";
+      else if (ncclCommWindowRegister(comms.comms[i], r[i].window_mem, win_bytes, &r[i].win, NCCL_WIN_COLL_SYMMETRIC) !=
+               ncclSuccess)
+        err[i] = "ncclCommWindowRegister";
+      else if (ncclDevCommCreate(comms.comms[i], &reqs, &r[i].dc) != ncclSuccess) err[i] = "ncclDevCommCreate";
+      else r[i].dc_made = true;
+      if (err[i].empty() && r[i].dc.lsaSize != s.ranks) err[i] = "the ranks are not all in one LSA team";
+      if (err[i].empty() && (r[i].send.alloc(vecs * 16, i) != cudaSuccess ||
+                             r[i].recv.alloc(vecs * 16 * s.ranks, i) != cudaSuccess ||
+                             r[i].parity.alloc(ctas * 4, i) != cudaSuccess))
+        err[i] = "cudaMalloc";
+      if (err[i].empty()) {
+        cudaMemset(r[i].send.get(), i + 1, vecs * 16);
+        cudaMemset(r[i].recv.get(), 0, vecs * 16 * s.ranks);
+        cudaMemset(r[i].parity.get(), 0, ctas * 4);
+        cudaStreamCreateWithFlags(&r[i].stream, cudaStreamNonBlocking);
+        cudaDeviceSynchronize();
+      }
+    });
+  for (auto& t : threads) t.join();
+  threads.clear();
+  std::string failed;
+  for (int i = 0; i < s.ranks; ++i)
+    if (!err[i].empty()) failed = "rank " + std::to_string(i) + ": " + err[i] + " failed";
+  if (failed.empty()) {
+    std::vector<cudaStream_t> streams;
+    for (auto& x : r) streams.push_back(x.stream);
+    time_multi_gpu(state, s.ranks, 1, (double)bytes * s.ranks, [&](int, std::vector<cudaStream_t>& st) {
+      for (int i = 0; i < s.ranks; ++i) {
+        cudaSetDevice(i);
+        lsa_all_gather_kernel<<<ctas, 256, 0, st[i]>>>(r[i].dc, r[i].win, r[i].send.as<uint4>(), vecs, r[i].recv.as<uint4>(),
+                                                       r[i].parity.as<unsigned>());
+        if (cudaGetLastError() != cudaSuccess) return false;
+      }
+      return true;
+    }, streams);
+    // Every rank must hold every rank's records: rank q's bytes are all q + 1.
+    for (int i = 0; i < s.ranks && !state.error_occurred(); ++i) {
+      std::vector<uint8_t> got(vecs * 16 * s.ranks);
+      cudaSetDevice(i);
+      cudaMemcpy(got.data(), r[i].recv.get(), got.size(), cudaMemcpyDeviceToHost);
+      for (size_t b = 0; b < got.size(); ++b)
+        if (got[b] != (uint8_t)(b / (vecs * 16) + 1)) {
+          state.SkipWithError(("rank " + std::to_string(i) + " received a wrong byte at " + std::to_string(b)).c_str());
+          break;
+        }
+    }
+    state.counters["record_bytes"] = (double)bytes;
+    state.counters["ctas"] = ctas;
+  } else {
+    state.SkipWithError(failed.c_str());
+  }
+  for (int i = 0; i < s.ranks; ++i)
+    threads.emplace_back([&, i] {
+      cudaSetDevice(i);
+      cudaDeviceSynchronize();
+      if (r[i].dc_made) ncclDevCommDestroy(comms.comms[i], &r[i].dc);
+      if (r[i].win) ncclCommWindowDeregister(comms.comms[i], r[i].win);
+      if (r[i].window_mem) ncclMemFree(r[i].window_mem);
+      if (r[i].stream) cudaStreamDestroy(r[i].stream);
+    });
+  for (auto& t : threads) t.join();
+}
+#endif
+
 // The peer: every rank all-gathers its logits slice, rebuilds whole rows and selects on them.
 void full_logit_gather(benchmark::State& state, StepShape s, bool cub) {
   Comms comms;
   if (!make_comms(state, s.ranks, &comms)) return;
-  const int rows = s.blocks * kL;
+  const int rows = s.rows();
   const int64_t vs = s.vocab / s.ranks, V = vs * s.ranks;
   struct Peer {
     DeviceMem slice, gathered, full, out, ids_in, keys_out, ids_out, offsets, temp, scratch;
@@ -391,10 +548,20 @@ const bool registered = [] {
     for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
       add("SimulatedShards", simulated_shards, StepShape{1, 248320, S, pl});
 #if defined(DFSEL_WITH_NCCL)
-  // tokens 8 is one block of 8 (block size stays 16 here, so the smallest step is one block).
+  // tokens 8 is one block of 8 tokens; the others are blocks of 16.
+  for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
+    add("DistributedStep", distributed_step, StepShape{1, 248320, 2, pl, 8});
   for (int blocks : {1, 4, 16})
     for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
       add("DistributedStep", distributed_step, StepShape{blocks, 248320, 2, pl});
+  for (int blocks : {1, 16})
+    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
+      add("ExchangeFloor", exchange_floor, StepShape{blocks, 248320, 2, pl});
+#if defined(DFSEL_BENCH_LSA)
+  for (int blocks : {1, 16})
+    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
+      add("LsaExchangeFloor", lsa_exchange_floor, StepShape{blocks, 248320, 2, pl});
+#endif
   for (int blocks : {1, 16}) {
     const StepShape s{blocks, 248320, 2, DFSEL_CODEBOOKS_REPLICATED};
     benchmark::RegisterBenchmark(s.name("FullLogitGather+ShardTopK").c_str(),

@@ -172,6 +172,8 @@ void add(const char* family, void (*fn)(benchmark::State&, Shape), const Shape& 
   add("ShardTopK", shard_topk_bench, {16, 124160, DFSEL_TYPE_F32, 1});
   add("ShardTopK", shard_topk_bench, {16, 124160, DFSEL_TYPE_F32, 64});
   // The sweep the split heuristic is tuned on: a decode step's few rows over many CTAs.
+  for (int splits : {8, 16, 30, 60, 120})
+    add("ShardTopKSplits", shard_topk_bench, {1, 124160, DFSEL_TYPE_F32, 16, splits});
   for (int64_t v : {124160, 248320})
     for (int splits : {4, 8, 16, 24, 33, 48, 64, 96, 128})
       add("ShardTopKSplits", shard_topk_bench, {16, v, DFSEL_TYPE_F32, 16, splits});
