@@ -403,6 +403,46 @@ TEST(GpuShardTopK, GraphReplayWithNewInputs) {
   cudaStreamDestroy(st);
 }
 
+// The grid is sized on the host: no GPU needed. Alone the top-K fills 4 CTAs per SM; beside
+// another kernel (the plan's gate) it leaves one slot per SM; scratch covers both.
+TEST(GpuShardTopK, GridLeavesRoomWhenSharingTheGpu) {
+  cuda::ShardTopKArgs a{};
+  a.type = DFSEL_TYPE_F32;
+  a.n_cols = 124160;
+  a.k = 16;
+  for (int32_t rows : {1, 15, 16, 64, 256, 1024}) {
+    a.n_rows = rows;
+    a.shares_sms = 0;
+    const int alone = cuda::shard_topk_splits(a, 132);
+    a.shares_sms = 1;
+    const int beside = cuda::shard_topk_splits(a, 132);
+    SCOPED_TRACE("rows " + std::to_string(rows) + ": alone " + std::to_string(alone) + ", beside " +
+                 std::to_string(beside));
+    ASSERT_GE(beside, 1);
+    EXPECT_LE((int64_t)rows * alone, std::max<int64_t>(132 * 4, rows));
+    EXPECT_LE((int64_t)rows * beside, std::max<int64_t>(132 * 3, rows));
+    EXPECT_LE(beside, alone);
+    const size_t scratch = cuda::shard_topk_scratch_bytes(rows, a.k, a.n_cols, 132);
+    for (int s : {alone, beside})
+      if (s > 1) EXPECT_GE(scratch, (size_t)rows * s * a.k * sizeof(CandRec));
+  }
+  a.n_rows = 16;
+  a.shares_sms = 0;
+  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 33);
+  a.shares_sms = 1;
+  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 24);
+  // What shard_topk refuses, shard_topk_splits reports as 0.
+  for (int32_t k : {0, 65}) {
+    a.k = k;
+    EXPECT_EQ(cuda::shard_topk_splits(a, 132), 0) << "k = " << k;
+  }
+  a.k = 16;
+  a.splits = 2049;  // forced: more partial records than the last CTA holds
+  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 0);
+  a.splits = 7;
+  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 7);
+}
+
 TEST(GpuShardTopK, RejectsKOutOfRange) {
   DFSEL_REQUIRE_GPUS(1);
   DeviceBuffer<float> logits(100);
