@@ -505,6 +505,29 @@ TEST(GpuLattice, RanksOffTheVectorWidthLoadElementwise) {
       }
 }
 
+// 2-byte codebooks are read 8 elements a load when R is a multiple of 8 (and 4 a load when
+// only of 4, R = 20): R chunks that end inside a row (K = 64 stages 128 of R at a time, so
+// R = 200 and 1000 leave a partial last chunk) and both placements.
+TEST(GpuLattice, WideLoadsCoverEveryChunkOfR) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int R : {20, 200, 1000})
+    for (int K : {16, 64})
+      for (dfsel_type cb : {DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
+        for (bool sharded : {false, true}) {
+          SCOPED_TRACE("R=" + std::to_string(R) + " K=" + std::to_string(K) + " cb=" + dfsel_type_name(cb) +
+                       (sharded ? " sharded" : ""));
+          const Problem pb = make_problem(K, R, cb, 2, 5, Mode{0.7f, 0.05f, 0, 1}, rng());
+          std::vector<std::vector<uint8_t>> sends;
+          DevOut out;
+          ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds_for(pb, 2, rng), sharded, pb.anchors, &sends, &out));
+          EXPECT_EQ(out.error, 0);
+          ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, sharded), pb.anchors), out, pb.anchors));
+        }
+}
+
 TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
