@@ -406,13 +406,13 @@ bool valid_type(dfsel_type t) {
          t == DFSEL_TYPE_Q8_0;
 }
 
-// Wide loads (load4) need every row start aligned: 16 bytes for F32, 8 for F16/BF16.
-bool rows_aligned(const LatticeArgs& a) {
-  if (a.rank % 4 != 0) return false;
-  const size_t to = a.cb_type == DFSEL_TYPE_F32 ? 16 : a.cb_type == DFSEL_TYPE_Q8_0 ? 2 : 8;
-  if (a.layout.sharded) return (uintptr_t)a.recv % 16 == 0;
-  return (uintptr_t)a.e_prev % to == 0 && (uintptr_t)a.e_next % to == 0 &&
-         a.cb_row_stride % to == 0;
+// The largest power of two, up to 16, that divides the address of every codebook row the
+// lattice reads. Sharded, the rows sit in the records at offsets that are multiples of 16.
+size_t row_alignment(const LatticeArgs& a) {
+  uintptr_t bits = a.layout.sharded ? (uintptr_t)a.recv
+                                    : (uintptr_t)a.e_prev | (uintptr_t)a.e_next | (uintptr_t)a.cb_row_stride;
+  bits |= 16;
+  return (size_t)(bits & (~bits + 1));  // the lowest set bit
 }
 
 }  // namespace
@@ -440,11 +440,12 @@ cudaError_t score_lattice(const LatticeArgs& in, cudaStream_t stream) {
         a.packed_row_stride < (size_t)a.n_embd * 4 || a.packed_row_stride % 4 != 0)
       return cudaErrorInvalidValue;
   }
-  const bool vec = rows_aligned(a);
-  const bool vec8 = vec && (a.cb_type == DFSEL_TYPE_F16 || a.cb_type == DFSEL_TYPE_BF16) && a.rank % 8 == 0 &&
-                    (a.layout.sharded ? a.layout.row_pad % 16 == 0
-                                      : (uintptr_t)a.e_prev % 16 == 0 && (uintptr_t)a.e_next % 16 == 0 &&
-                                            a.cb_row_stride % 16 == 0);
+  // Wide loads: load4 reads 4 elements at once (16 bytes for F32, 8 for F16/BF16, 2-byte
+  // aligned blocks for Q8_0); 2-byte types go 8 elements (16 bytes) at once when R allows.
+  const size_t align = row_alignment(a);
+  const bool two_byte = a.cb_type == DFSEL_TYPE_F16 || a.cb_type == DFSEL_TYPE_BF16;
+  const bool vec = a.rank % 4 == 0 && align >= (a.cb_type == DFSEL_TYPE_F32 ? 16u : two_byte ? 8u : 2u);
+  const bool vec8 = vec && two_byte && a.rank % 8 == 0 && align >= 16;
   if (a.k <= 8) return launch<8>(a, vec, vec8, stream);
   if (a.k <= 16) return launch<16>(a, vec, vec8, stream);
   if (a.k <= 32) return launch<32>(a, vec, vec8, stream);
