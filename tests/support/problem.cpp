@@ -145,6 +145,17 @@ long first_diff(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   return -1;
 }
 
+std::string bitwise_diff(const Result& a, const Result& b) {
+  struct F { const char* name; long at; };
+  const F fields[] = {{"cand_ids", first_diff(a.cand_ids, b.cand_ids)}, {"unary", first_diff(a.unary, b.unary)},
+                      {"scores", first_diff(a.scores, b.scores)},       {"q", first_diff(a.q, b.q)},
+                      {"path", first_diff(a.path, b.path)},             {"n_emitted", first_diff(a.n_emitted, b.n_emitted)},
+                      {"packed", first_diff(a.packed, b.packed)}};
+  for (const F& f : fields)
+    if (f.at >= 0) return std::string(f.name) + " differ at " + std::to_string(f.at);
+  return "";
+}
+
 namespace {
 
 // Memory of the backend under test: host vectors, or device buffers for CUDA.
@@ -409,11 +420,12 @@ Result Session::collect() {
       res.cand_ids = x.cand_ids; res.unary = x.unary; res.scores = x.scores; res.q = x.q;
       res.path = x.path; res.n_emitted = x.n_emitted; res.packed = x.packed;
       res.packed_row_floats = m.packed_floats;
-    } else if (first_diff(x.cand_ids, res.cand_ids) >= 0 || first_diff(x.scores, res.scores) >= 0 ||
-               first_diff(x.path, res.path) >= 0 || first_diff(x.packed, res.packed) >= 0 ||
-               first_diff(x.q, res.q) >= 0 || first_diff(x.n_emitted, res.n_emitted) >= 0) {
-      res.status = DFSEL_INTERNAL_ERROR;
-      res.error = "rank " + std::to_string(s) + " holds another result than rank " + std::to_string(S - 1);
+    } else {
+      const std::string why = bitwise_diff(x, res);
+      if (!why.empty()) {
+        res.status = DFSEL_INTERNAL_ERROR;
+        res.error = "rank " + std::to_string(s) + " holds another result than rank " + std::to_string(S - 1) + ": " + why;
+      }
     }
   }
   return res;

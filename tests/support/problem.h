@@ -116,4 +116,8 @@ std::vector<int64_t> random_bounds(int64_t V, int S, int64_t min_part, std::mt19
 long first_diff(const std::vector<float>& a, const std::vector<float>& b);
 long first_diff(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
 
+// Every output of a and b compared bit for bit (NaN payloads included): "" when equal, else
+// the first output that differs and where, e.g. "scores differ at 17".
+std::string bitwise_diff(const Result& a, const Result& b);
+
 }  // namespace dfsel::test
