@@ -456,6 +456,15 @@ std::vector<int64_t> bounds_for(const Problem& pb, int S, std::mt19937_64& rng) 
   return S == 1 ? std::vector<int64_t>{0, pb.V} : random_bounds(pb.V, S, pb.K, rng);
 }
 
+// The lattice of pb on S ranks (a random uneven split; S = 1 is the whole vocabulary), checked
+// against the reference built from the same records; the outputs are left in *out.
+void run_and_compare(const Problem& pb, int S, bool sharded, std::mt19937_64& rng, DevOut* out) {
+  std::vector<std::vector<uint8_t>> sends;
+  ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds_for(pb, S, rng), sharded, pb.anchors, &sends, out));
+  EXPECT_EQ(out->error, 0);
+  ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, sharded), pb.anchors), *out, pb.anchors));
+}
+
 TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
   DFSEL_REQUIRE_GPUS(1);
   const Mode modes[] = {{0.0f, 0.0f, 0.0f, 1.0f}, {0.0f, 0.2f, 30.0f, 1.5f},
@@ -477,11 +486,8 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
                          dfsel_type_name(pb.cb) + " S=" + std::to_string(S) + (sharded ? " sharded" : " replicated") +
                          " T=" + std::to_string(m.temperature) + " p_min=" + std::to_string(m.p_min) +
                          " softcap=" + std::to_string(m.softcap));
-            std::vector<std::vector<uint8_t>> sends;
             DevOut out;
-            ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds_for(pb, S, rng), sharded, pb.anchors, &sends, &out));
-            EXPECT_EQ(out.error, 0);
-            ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, sharded), pb.anchors), out, pb.anchors));
+            ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, S, sharded, rng, &out));
             if (S == 1 && !sharded) base = out;
             else expect_bitwise(out, base);
           }
@@ -498,10 +504,8 @@ TEST(GpuLattice, RanksOffTheVectorWidthLoadElementwise) {
       for (bool sharded : {false, true}) {
         SCOPED_TRACE("R=" + std::to_string(R) + " cb=" + dfsel_type_name(cb) + (sharded ? " sharded" : ""));
         const Problem pb = make_problem(R == 17 ? 8 : 16, R, cb, 2, 5, Mode{0.7f, 0.05f, 0, 1}, rng());
-        std::vector<std::vector<uint8_t>> sends;
         DevOut out;
-        ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds_for(pb, 3, rng), sharded, pb.anchors, &sends, &out));
-        ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, sharded), pb.anchors), out, pb.anchors));
+        ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 3, sharded, rng, &out));
       }
 }
 
@@ -520,11 +524,8 @@ TEST(GpuLattice, WideLoadsCoverEveryChunkOfR) {
           SCOPED_TRACE("R=" + std::to_string(R) + " K=" + std::to_string(K) + " cb=" + dfsel_type_name(cb) +
                        (sharded ? " sharded" : ""));
           const Problem pb = make_problem(K, R, cb, 2, 5, Mode{0.7f, 0.05f, 0, 1}, rng());
-          std::vector<std::vector<uint8_t>> sends;
           DevOut out;
-          ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds_for(pb, 2, rng), sharded, pb.anchors, &sends, &out));
-          EXPECT_EQ(out.error, 0);
-          ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, sharded), pb.anchors), out, pb.anchors));
+          ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 2, sharded, rng, &out));
         }
 }
 

@@ -24,16 +24,6 @@ constexpr double kOracleTol = 2e-4;
 
 bool bits_equal(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
-void expect_bitwise(const Result& x, const Result& base) {
-  EXPECT_EQ(first_diff(x.cand_ids, base.cand_ids), -1);
-  EXPECT_EQ(first_diff(x.unary, base.unary), -1);
-  EXPECT_EQ(first_diff(x.scores, base.scores), -1);
-  EXPECT_EQ(first_diff(x.q, base.q), -1);
-  EXPECT_EQ(first_diff(x.path, base.path), -1);
-  EXPECT_EQ(first_diff(x.n_emitted, base.n_emitted), -1);
-  EXPECT_EQ(first_diff(x.packed, base.packed), -1);
-}
-
 // Runs p with one shard, then with three in both placements (bitwise the same result, NaN
 // payloads included), and checks that no NaN appears that no NaN input explains.
 void run_cpu(const SpecialProblem& p, const RunOpts& opts, Result* out) {
@@ -48,7 +38,7 @@ void run_cpu(const SpecialProblem& p, const RunOpts& opts, Result* out) {
     r.placement = pl;
     const Result x = run_case(p.c, p.d, r);
     ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
-    expect_bitwise(x, *out);
+    EXPECT_EQ(bitwise_diff(x, *out), "");
   }
 }
 
@@ -58,6 +48,14 @@ void run_expected(const SpecialProblem& p, Result* out) {
   if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(check_expected(p, expected_outcome(p), *out), "") << p.str();
 }
+
+// Runs p under its description as run_expected does, into a Result named r, and leaves the
+// test on a fatal failure: the opening of most tests below.
+#define RUN_EXPECTED(p, r)   \
+  SCOPED_TRACE((p).str());   \
+  Result r;                  \
+  run_expected((p), &r);     \
+  if (::testing::Test::HasFatalFailure()) return
 
 int nd_of(const Case& c) { return c.blocks * (c.block - 1); }
 
@@ -135,10 +133,7 @@ TEST(Numerics, AllNegInfRows) {
   for (dfsel_type t : kTypes)
     for (float cap : {0.0f, 30.0f}) {
       const SpecialProblem p = all_neg_inf(t, cap);
-      SCOPED_TRACE(p.str());
-      Result r;
-      run_expected(p, &r);
-      if (HasFatalFailure()) return;
+      RUN_EXPECTED(p, r);
       expect_lowest_ids(p, r);
       for (float u : r.unary) EXPECT_EQ(u, cap > 0 ? -cap : -INFINITY);
       if (cap == 0.0f) {
@@ -181,10 +176,7 @@ TEST(Numerics, AllNaNRows) {
 TEST(Numerics, NaNRanksBelowNegInf) {
   for (dfsel_type t : kTypes) {
     const SpecialProblem p = nan_below_neg_inf(t);
-    SCOPED_TRACE(p.str());
-    Result r;
-    run_expected(p, &r);
-    if (HasFatalFailure()) return;
+    RUN_EXPECTED(p, r);
     const int K = p.c.K;
     for (int d = 0; d < nd_of(p.c); ++d) {
       // 2.5, the large negative, the three -inf by id, then the three lowest NaN ids.
@@ -216,10 +208,7 @@ TEST(Numerics, AllEqualRowsTieOnTheLowestIds) {
   for (dfsel_type t : kTypes) {
     {
       const SpecialProblem p = all_equal(t, 0.5f, 1.0f, Gate::kZero);
-      SCOPED_TRACE(p.str());
-      Result r;
-      run_expected(p, &r);
-      if (HasFatalFailure()) return;
+      RUN_EXPECTED(p, r);
       expect_lowest_ids(p, r);
       for (float u : r.unary) EXPECT_EQ(u, 0.5f);
       for (float s : r.scores) EXPECT_EQ(s, 0.5f);  // g = 0: the product sum is +0
@@ -229,19 +218,13 @@ TEST(Numerics, AllEqualRowsTieOnTheLowestIds) {
     }
     {
       const SpecialProblem p = all_equal(t, 0.5f, 3.0f, Gate::kOneHot);
-      SCOPED_TRACE(p.str());
-      Result r;
-      run_expected(p, &r);  // the products decide; equal products go to the lowest j
-      if (HasFatalFailure()) return;
+      RUN_EXPECTED(p, r);  // the products decide; equal products go to the lowest j
       expect_lowest_ids(p, r);
       for (float u : r.unary) EXPECT_EQ(u, 1.5f);
     }
     {
       const SpecialProblem p = signed_zeros(t);
-      SCOPED_TRACE(p.str());
-      Result r;
-      run_expected(p, &r);
-      if (HasFatalFailure()) return;
+      RUN_EXPECTED(p, r);
       expect_lowest_ids(p, r);  // -0 == +0: ids decide
       for (int d = 0; d < nd_of(p.c); ++d)
         for (int j = 0; j < p.c.K; ++j)
@@ -256,10 +239,7 @@ TEST(Numerics, HugeLogits) {
   for (dfsel_type t : kTypes)
     for (float scale : {1.0f, 2.0f}) {
       const SpecialProblem p = huge_logits(t, scale, 0.0f);
-      SCOPED_TRACE(p.str());
-      Result r;
-      run_expected(p, &r);
-      if (HasFatalFailure()) return;
+      RUN_EXPECTED(p, r);
       ASSERT_FALSE(has_nan_input(p));
       const int K = p.c.K;
       std::vector<std::vector<int>> mass(nd_of(p.c));
@@ -293,10 +273,7 @@ TEST(Numerics, HugeLogits) {
 TEST(Numerics, HugeLogitsUnderLargeScaleAndSoftcap) {
   for (dfsel_type t : kTypes) {
     const SpecialProblem p = huge_logits(t, 1.0f, 30.0f);
-    SCOPED_TRACE(p.str());
-    Result r;
-    run_expected(p, &r);
-    if (HasFatalFailure()) return;
+    RUN_EXPECTED(p, r);
     // Every huge or +inf candidate saturates to exactly c (|z / c| >= 34).
     for (size_t x = 0; x < r.unary.size(); ++x) {
       const float z = logit_row(p, (int)(x / p.c.K))[r.cand_ids[x]];
@@ -307,10 +284,7 @@ TEST(Numerics, HugeLogitsUnderLargeScaleAndSoftcap) {
   }
   for (float cap : {0.0f, 30.0f}) {
     const SpecialProblem p = huge_logits(DFSEL_TYPE_F32, 1e30f, cap);
-    SCOPED_TRACE(p.str());
-    Result r;
-    run_expected(p, &r);
-    if (HasFatalFailure()) return;
+    RUN_EXPECTED(p, r);
     // 1e30 times a huge logit overflows; the background (-1 and below) goes to -1e30 and less.
     for (size_t x = 0; x < r.unary.size(); ++x) {
       const float z = logit_row(p, (int)(x / p.c.K))[r.cand_ids[x]];
@@ -327,10 +301,7 @@ TEST(Numerics, SubnormalLogitsAreNeitherFlushedNorReordered) {
   for (dfsel_type t : kTypes)
     for (float scale : {1.0f, 0.5f}) {
       const SpecialProblem p = subnormal_logits(t, scale);
-      SCOPED_TRACE(p.str());
-      Result r;
-      run_expected(p, &r);
-      if (HasFatalFailure()) return;
+      RUN_EXPECTED(p, r);
       const int K = p.c.K;
       for (int d = 0; d < nd_of(p.c); ++d) {
         const float* z = logit_row(p, d);
@@ -379,10 +350,7 @@ TEST(Numerics, Q8_0ExtremeScales) {
   for (S s : {S{0x7bff, 0x7bff}, S{0xfbff, 0x7bff}, S{0x0001, 0x0001}, S{0x8001, 0x03ff}, S{0x7bff, 0x0001},
               S{0x0000, 0x7bff}, S{0x8000, 0x0000}}) {
     const SpecialProblem p = q8_scales(s.prev, s.next, Gate::kOneHot);
-    SCOPED_TRACE(p.str());
-    Result r;
-    run_expected(p, &r);
-    if (HasFatalFailure()) return;
+    RUN_EXPECTED(p, r);
     for (float x : r.scores) EXPECT_TRUE(std::isfinite(x)) << x;
     const float dp = f16_to_float(s.prev), dn = f16_to_float(s.next);
     if (dp == 0.0f || dn == 0.0f) {
@@ -417,10 +385,7 @@ TEST(Numerics, SoftcapOnHugeInputs) {
   for (S s : {S{30.0f, 1.0f}, S{30.0f, 1e30f}, S{1e-30f, 1.0f}, S{3e38f, 1.0f}, S{3e38f, 1e30f},
               S{bits_to_float(1u), 1.0f}}) {
     const SpecialProblem p = softcap_extremes(s.cap, s.scale);
-    SCOPED_TRACE(p.str());
-    Result r;
-    run_expected(p, &r);
-    if (HasFatalFailure()) return;
+    RUN_EXPECTED(p, r);
     for (size_t x = 0; x < r.unary.size(); ++x) {
       const float z = logit_row(p, (int)(x / p.c.K))[r.cand_ids[x]];
       const float u = r.unary[x];
