@@ -15,7 +15,7 @@ tag=""
 run_tests=1 run_san=1 run_bench=1
 bench_filter="."
 bench_min="0.02s"
-san_filter="GpuShardTopK.SpecialValues:GpuShardTopK.SplitCounts:GpuShardTopK.GraphReplayWithNewInputs:GpuGate.*:GpuLattice.CountersResetSoLaunchesAndGraphReplaysRepeat:GpuLattice.AnchorOutOfRangeFlagsTheBlockAndEmitsNothing:GpuLattice.RanksOffTheVectorWidthLoadElementwise:GpuSelector.SpecialValues:GpuSelector.ShardsOnOneGpuBothPlacements:GpuNumerics.SpecialProblemsMatchCpu:GpuFault.TwoPlansOnTwoStreamsRunAtOnce"
+san_filter="GpuShardTopK.SpecialValues:GpuShardTopK.SplitCounts:GpuShardTopK.GraphReplayWithNewInputs:GpuGate.*:GpuLattice.CountersResetSoLaunchesAndGraphReplaysRepeat:GpuLattice.AnchorOutOfRangeFlagsTheBlockAndEmitsNothing:GpuLattice.EveryLoadWidthAndChunkOfR:GpuSelector.SpecialValues:GpuSelector.ShardsOnOneGpuBothPlacements:GpuNumerics.SpecialProblemsMatchCpu:GpuFault.TwoPlansOnTwoStreamsRunAtOnce"
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift ;;

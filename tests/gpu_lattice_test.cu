@@ -494,39 +494,26 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
       }
 }
 
-TEST(GpuLattice, RanksOffTheVectorWidthLoadElementwise) {
+// Every way the lattice reads codebook rows: element by element when R is not a multiple of 4
+// (R = 17, 30), 4 elements a load when it is (R = 20 for 2-byte rows), and 8 (16 bytes) for
+// 2-byte rows when R is a multiple of 8. K = 64 stages R 128 at a time, so R = 200 and 1000
+// end a chunk inside a row. Both placements, every float codebook type.
+TEST(GpuLattice, EveryLoadWidthAndChunkOfR) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int R : {17, 30})
+  struct Shape { int R, K; };
+  for (Shape sh : {Shape{17, 8}, Shape{30, 16}, Shape{20, 16}, Shape{20, 64}, Shape{200, 16}, Shape{200, 64},
+                   Shape{1000, 16}, Shape{1000, 64}})
     for (dfsel_type cb : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
       for (bool sharded : {false, true}) {
-        SCOPED_TRACE("R=" + std::to_string(R) + " cb=" + dfsel_type_name(cb) + (sharded ? " sharded" : ""));
-        const Problem pb = make_problem(R == 17 ? 8 : 16, R, cb, 2, 5, Mode{0.7f, 0.05f, 0, 1}, rng());
+        SCOPED_TRACE("R=" + std::to_string(sh.R) + " K=" + std::to_string(sh.K) + " cb=" + dfsel_type_name(cb) +
+                     (sharded ? " sharded" : ""));
+        const Problem pb = make_problem(sh.K, sh.R, cb, 2, 5, Mode{0.7f, 0.05f, 0, 1}, rng());
         DevOut out;
         ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 3, sharded, rng, &out));
       }
-}
-
-// 2-byte codebooks are read 8 elements a load when R is a multiple of 8 (and 4 a load when
-// only of 4, R = 20): R chunks that end inside a row (K = 64 stages 128 of R at a time, so
-// R = 200 and 1000 leave a partial last chunk) and both placements.
-TEST(GpuLattice, WideLoadsCoverEveryChunkOfR) {
-  DFSEL_REQUIRE_GPUS(1);
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  for (int R : {20, 200, 1000})
-    for (int K : {16, 64})
-      for (dfsel_type cb : {DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
-        for (bool sharded : {false, true}) {
-          SCOPED_TRACE("R=" + std::to_string(R) + " K=" + std::to_string(K) + " cb=" + dfsel_type_name(cb) +
-                       (sharded ? " sharded" : ""));
-          const Problem pb = make_problem(K, R, cb, 2, 5, Mode{0.7f, 0.05f, 0, 1}, rng());
-          DevOut out;
-          ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 2, sharded, rng, &out));
-        }
 }
 
 TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
