@@ -15,7 +15,7 @@
 
 #include "bench_data.cuh"
 #include "bench_util.cuh"
-#include "cpu_reference.h"
+#include "host/reference/cpu_reference.h"
 #include "kernels/shard_topk.cuh"
 
 namespace dfsel::bench {

@@ -371,7 +371,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dfsel_config& c = d.config;
   c.n_vocab = pick<int64_t>(in, 1, 300, {0, -1, kI32Max, kI32Max + 1, kI64Max, kI64Min, 20000});
   c.n_embd = pick<int64_t>(in, 1, 300, {0, -1, kI64Max, int64_t(1) << 40, int64_t(1) << 62, (int64_t(1) << 62) + 8, 4096});
-  c.rank = in.ConsumeIntegralInRange<int>(0, 7) == 0 ? 256  // K-quant codebooks need R % 256 == 0
+  c.codebook_rank = in.ConsumeIntegralInRange<int>(0, 7) == 0 ? 256  // K-quant codebooks need R % 256 == 0
                                                      : pick<int32_t>(in, 1, 48, {0, -1, 512, 1024, 1025, int32_t(kI32Max)});
   c.top_k = pick<int32_t>(in, 1, 20, {0, -1, 64, 65, int32_t(kI32Max)});
   c.block_size = pick<int32_t>(in, 2, 17, {0, 1, 1024, 1025, INT32_MIN});
@@ -401,14 +401,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool range_ok = s.v_begin >= 0 && s.v_end > s.v_begin && s.v_end - s.v_begin <= (1 << 20);
   const int64_t cb_rows = load_int(d.placement) == DFSEL_CODEBOOKS_SHARDED ? (range_ok ? s.v_end - s.v_begin : -1)
                                                                  : (sane(V, 1 << 20) ? V : -1);
-  const int64_t R = sane(c.rank, 1 << 20) ? c.rank : -1;
+  const int64_t R = sane(c.codebook_rank, 1 << 20) ? c.codebook_rank : -1;
   const int64_t E = c.n_embd > 0 ? c.n_embd : -1;
   d.e_prev = make_tensor(in, arena, Claim{R, cb_rows, true}, nullptr);
   d.e_next = make_tensor(in, arena, Claim{R, cb_rows, true}, &d.e_prev);
   d.w_h = make_tensor(in, arena, Claim{E, R, true}, nullptr);
   if (verbose())
     std::fprintf(stderr, "V %lld n_embd %lld R %d K %d block %d max_blocks %d scale %g softcap %g shard %d/%d [%lld, %lld) backend %d placement %d\n",
-                 (long long)c.n_vocab, (long long)c.n_embd, c.rank, c.top_k, c.block_size, c.max_blocks, c.logit_scale,
+                 (long long)c.n_vocab, (long long)c.n_embd, c.codebook_rank, c.top_k, c.block_size, c.max_blocks, c.logit_scale,
                  c.softcap, s.rank, s.n_ranks, (long long)s.v_begin, (long long)s.v_end, load_int(d.backend), load_int(d.placement));
   describe("e_prev", d.e_prev);
   describe("e_next", d.e_next);

@@ -15,7 +15,7 @@
 
 #include "dfsel/dfsel.h"
 #include "dfsel/gguf.h"
-#include "gguf.h"
+#include "host/gguf/gguf.h"
 #include "kernels/common/numeric.cuh"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "backends.h"
-#include "validate.h"
+#include "host/backend/backend.h"
+#include "host/plan/validate.h"
 
 using dfsel::Status;
 using dfsel::fail;

@@ -163,7 +163,7 @@ TEST(Api, BadConfig) {
       {[](Fixture& f) { f.desc.config.top_k = 65; }, {"top_k = 65"}},
       {[](Fixture& f) { f.desc.config.n_vocab = 0; }, {"n_vocab = 0"}},
       {[](Fixture& f) { f.desc.config.n_embd = -3; }, {"n_embd = -3"}},
-      {[](Fixture& f) { f.desc.config.rank = 0; }, {"rank = 0"}},
+      {[](Fixture& f) { f.desc.config.codebook_rank = 0; }, {"codebook_rank = 0"}},
       {[](Fixture& f) { f.desc.config.block_size = 1; }, {"block_size = 1"}},
       {[](Fixture& f) { f.desc.config.logit_scale = -1.0f; }, {"logit_scale = -1"}},
       {[](Fixture& f) { f.desc.config.softcap = NAN; }, {"softcap"}},

@@ -156,7 +156,7 @@ TEST(FuzzRegression, Q8RowsMustStayAligned) {
     t->nb[0] = row;
     t->nb[1] = stride;
   }
-  p.desc.config.rank = 32;
+  p.desc.config.codebook_rank = 32;
   p.desc.w_h = f32(w_h.data(), p.E, 32);
   char msg[256] = "";
   dfsel_plan* plan = nullptr;

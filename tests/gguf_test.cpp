@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "host/gguf/gguf.h"
 #include "kernels/common/numeric.cuh"
 #include "support/gguf_writer.h"
 
@@ -243,7 +243,7 @@ TEST_P(GgufRoundTrip, ConfigAndViews) {
   ASSERT_EQ(dfsel_gguf_config(op.g.get(), &cfg), DFSEL_SUCCESS);
   EXPECT_EQ(cfg.n_vocab, o.n_vocab);
   EXPECT_EQ(cfg.n_embd, o.n_embd);
-  EXPECT_EQ(cfg.rank, o.rank);
+  EXPECT_EQ(cfg.codebook_rank, o.rank);
   EXPECT_EQ(cfg.top_k, o.top_k);
   EXPECT_EQ(cfg.block_size, o.block_size);
   EXPECT_EQ(cfg.logit_scale, 0.75f);
@@ -985,7 +985,7 @@ TEST(GgufLarge, RealisticVocabularyOpensQuickly) {
   EXPECT_LT(seconds, 2.0);
 
   EXPECT_EQ(cfg.n_vocab, 248320);
-  EXPECT_EQ(cfg.rank, 256);
+  EXPECT_EQ(cfg.codebook_rank, 256);
   EXPECT_EQ(cfg.n_embd, 512);
   EXPECT_EQ(cfg.top_k, 16);
   EXPECT_EQ(e_prev.type, DFSEL_TYPE_BF16);

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_reference.h"
+#include "host/reference/cpu_reference.h"
 #include "kernels/common/exchange_layout.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/gate.cuh"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_reference.h"
+#include "host/reference/cpu_reference.h"
 #include "kernels/common/numeric.cuh"
 #include "kernels/shard_topk.cuh"
 #include "support/gpu.cuh"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <random>
 
-#include "gguf.h"
+#include "host/gguf/gguf.h"
 #include "kernels/common/numeric.cuh"
 #include "support/gguf_writer.h"
 #include "support/problem.h"

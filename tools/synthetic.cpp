@@ -109,7 +109,7 @@ bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
   }
   p->vocab = cfg.n_vocab;
   p->embd = cfg.n_embd;
-  p->rank = cfg.rank;
+  p->rank = cfg.codebook_rank;
   p->top_k = cfg.top_k;
   p->block = cfg.block_size;
   p->logit_scale = cfg.logit_scale;

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define DFSEL_VERSION_MAJOR 0
-#define DFSEL_VERSION_MINOR 1
+#define DFSEL_VERSION_MINOR 2
 #define DFSEL_VERSION_PATCH 0
 #define DFSEL_VERSION (DFSEL_VERSION_MAJOR * 10000 + DFSEL_VERSION_MINOR * 100 + DFSEL_VERSION_PATCH)
 
@@ -83,7 +83,7 @@ typedef struct dfsel_tensor {
 typedef struct dfsel_config {
   int64_t n_vocab;     /* V */
   int64_t n_embd;      /* width of the hidden states (and of llama.cpp's packed rows) */
-  int32_t rank;        /* R, the codebook rank */
+  int32_t codebook_rank; /* R, the rank of the codebooks and the gate (not a shard index) */
   int32_t top_k;       /* K */
   int32_t block_size;  /* anchor + L drafted positions */
   float logit_scale;   /* m > 0; 0 means 1 */

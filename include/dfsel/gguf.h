@@ -66,7 +66,7 @@ DFSEL_API dfsel_status dfsel_gguf_close(dfsel_gguf* gguf);
 /* The message of the handle's last failed call ("" if none). */
 DFSEL_API const char* dfsel_gguf_last_error(const dfsel_gguf* gguf);
 
-/* n_vocab (the whole V, also for a shard), n_embd, rank, top_k, block_size, logit_scale (1 when
+/* n_vocab (the whole V, also for a shard), n_embd, codebook_rank, top_k, block_size, logit_scale (1 when
  * absent), softcap (0 when absent); max_blocks is 0, for the caller to set. */
 DFSEL_API dfsel_status dfsel_gguf_config(const dfsel_gguf* gguf, dfsel_config* cfg);
 /* Host views: e_prev, e_next {R, v_end - v_begin} (row v - v_begin is token v), w_h {n_embd, R}. */

@@ -41,7 +41,7 @@ int main(void) {
   dfsel_plan_desc desc = {0};
   desc.config.n_vocab = V;
   desc.config.n_embd = E;
-  desc.config.rank = R;
+  desc.config.codebook_rank = R;
   desc.config.top_k = K;
   desc.config.block_size = BLOCK;
   desc.config.logit_scale = 1.0f;

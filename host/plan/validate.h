@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "plan.h"
+#include "host/plan/plan.h"
 
 namespace dfsel {
 

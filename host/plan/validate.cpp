@@ -1,4 +1,4 @@
-#include "validate.h"
+#include "host/plan/validate.h"
 
 #include <cinttypes>
 #include <cmath>
@@ -96,8 +96,8 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_INVALID_ARGUMENT, "config.n_vocab = %" PRId64 " must be in [1, 2^31)", c.n_vocab);
   if (c.n_embd <= 0 || c.n_embd > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.n_embd = %" PRId64 " must be in [1, 2^31)", c.n_embd);
-  if (c.rank <= 0 || c.rank > kMaxRank)
-    return fail(DFSEL_INVALID_ARGUMENT, "config.rank = %d must be in [1, %d]", c.rank, kMaxRank);
+  if (c.codebook_rank <= 0 || c.codebook_rank > kMaxRank)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.codebook_rank = %d must be in [1, %d]", c.codebook_rank, kMaxRank);
   if (c.top_k < 1 || c.top_k > kMaxTopKLimit)
     return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d must be in [1, %d]", c.top_k, kMaxTopKLimit);
   if (c.block_size < 2 || c.block_size > 1024)
@@ -128,9 +128,9 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_INVALID_ARGUMENT, "placement = %d is not a dfsel_placement", placement);
   const bool sharded = desc->placement == DFSEL_CODEBOOKS_SHARDED;
   const int64_t cb_rows = sharded ? s.v_end - s.v_begin : c.n_vocab;
-  DFSEL_TRY(check_matrix("e_prev", desc->e_prev, true, c.rank, cb_rows, true));
-  DFSEL_TRY(check_matrix("e_next", desc->e_next, true, c.rank, cb_rows, true));
-  DFSEL_TRY(check_matrix("w_h", desc->w_h, true, c.n_embd, c.rank, true));
+  DFSEL_TRY(check_matrix("e_prev", desc->e_prev, true, c.codebook_rank, cb_rows, true));
+  DFSEL_TRY(check_matrix("e_next", desc->e_next, true, c.codebook_rank, cb_rows, true));
+  DFSEL_TRY(check_matrix("w_h", desc->w_h, true, c.n_embd, c.codebook_rank, true));
   if (desc->e_prev.type != desc->e_next.type)
     return fail(DFSEL_UNSUPPORTED, "e_prev.type = %s and e_next.type = %s differ; both codebooks must share a type",
                 dfsel_type_name(desc->e_prev.type), dfsel_type_name(desc->e_next.type));
@@ -141,14 +141,14 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
   if (shape) {
     shape->k = c.top_k;
-    shape->R = c.rank;
+    shape->R = c.codebook_rank;
     shape->block_size = c.block_size;
     shape->L = c.block_size - 1;
     shape->n_vocab = c.n_vocab;
     shape->n_embd = c.n_embd;
     shape->v_begin = s.v_begin;
     shape->v_end = s.v_end;
-    shape->cb_row_bytes = row_bytes(desc->e_prev.type, c.rank);
+    shape->cb_row_bytes = row_bytes(desc->e_prev.type, c.codebook_rank);
     shape->sharded = sharded;
   }
   return Status::success();

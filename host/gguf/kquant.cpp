@@ -9,9 +9,9 @@
 //
 // Q6_K, 210 bytes per 256 values: 128 bytes of low 4 bits, 64 bytes of high 2 bits, 16 int8
 // scales (one per 16 values), f16 d. Value = d * scale * (q - 32), q in [0, 64).
-#include "kquant.h"
+#include "host/gguf/kquant.h"
 
-#include "gguf_format.h"
+#include "host/gguf/gguf_format.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel::gguf {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "dfsel/gguf.h"
-#include "gguf.h"
+#include "host/gguf/gguf.h"
 
 struct dfsel_gguf {
   dfsel::gguf::File file;

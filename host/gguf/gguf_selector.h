@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "dfsel/dfsel.h"
-#include "gguf_file.h"
-#include "status.h"
+#include "host/gguf/gguf_file.h"
+#include "host/status.h"
 
 namespace dfsel::gguf {
 

@@ -1,7 +1,7 @@
 // The tables of GGUF value types and ggml tensor types, and the text of messages.
 #include <cstdio>
 
-#include "gguf_format.h"
+#include "host/gguf/gguf_format.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel::gguf {

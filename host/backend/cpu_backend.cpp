@@ -4,8 +4,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backends.h"
-#include "cpu_reference.h"
+#include "host/backend/backend.h"
+#include "host/reference/cpu_reference.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel {

@@ -6,7 +6,7 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "backends.h"
+#include "host/backend/backend.h"
 #include "kernels/gate.cuh"
 #include "kernels/pack_records.cuh"
 #include "kernels/score_lattice.cuh"

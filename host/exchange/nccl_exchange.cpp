@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends.h"
+#include "host/backend/backend.h"
 
 namespace dfsel {
 
@@ -70,7 +70,7 @@ SetupRecord describe(const dfsel_plan_desc& d, int comm_rank, int comm_size, con
   s.shard_rank = d.shard.rank;
   s.shard_n_ranks = d.shard.n_ranks;
   s.top_k = d.config.top_k;
-  s.rank = d.config.rank;
+  s.rank = d.config.codebook_rank;
   s.block_size = d.config.block_size;
   s.max_blocks = d.config.max_blocks;
   s.placement = (int32_t)d.placement;

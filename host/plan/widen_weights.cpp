@@ -3,8 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backends.h"
-#include "gguf.h"
+#include "host/backend/backend.h"
+#include "host/gguf/gguf.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel {

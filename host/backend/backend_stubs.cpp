@@ -1,5 +1,5 @@
 // Backend choice by workspace kind, and the answers of a build without CUDA or NCCL.
-#include "backends.h"
+#include "host/backend/backend.h"
 
 namespace dfsel {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "plan.h"
+#include "host/plan/plan.h"
 
 namespace dfsel {
 

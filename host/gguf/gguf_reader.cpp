@@ -10,8 +10,8 @@
 #include <limits>
 #include <new>
 
-#include "gguf_file.h"
-#include "gguf_format.h"
+#include "host/gguf/gguf_file.h"
+#include "host/gguf/gguf_format.h"
 
 namespace dfsel::gguf {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dfsel/dfsel.h"
-#include "status.h"
+#include "host/status.h"
 
 namespace dfsel::gguf {
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "dfsel/dfsel.h"
-#include "exchange.h"
+#include "host/exchange/exchange.h"
 #include "kernels/common/exchange_layout.cuh"
-#include "status.h"
+#include "host/status.h"
 
 namespace dfsel {
 

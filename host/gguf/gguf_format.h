@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "gguf_file.h"
+#include "host/gguf/gguf_file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the GGUF reader assumes a little-endian host"

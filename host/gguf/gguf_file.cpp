@@ -4,8 +4,8 @@
 #include <cstring>
 #include <limits>
 
-#include "gguf_file.h"
-#include "gguf_format.h"
+#include "host/gguf/gguf_file.h"
+#include "host/gguf/gguf_format.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel::gguf {

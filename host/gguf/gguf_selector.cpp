@@ -1,15 +1,15 @@
 // The DFlash2 selector view of a parsed draft (DESIGN section 4): checks the dflash metadata
 // against the three selector tensors and exposes them as dfsel_tensor views.
-#include "gguf_selector.h"
+#include "host/gguf/gguf_selector.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
 
-#include "gguf_format.h"
+#include "host/gguf/gguf_format.h"
 #include "kernels/common/numeric.cuh"
-#include "kquant.h"
+#include "host/gguf/kquant.h"
 
 namespace dfsel::gguf {
 
@@ -164,7 +164,7 @@ Status check_selector(const File& f, int64_t v_begin, int64_t v_end, dfsel_confi
   }
   cfg->n_vocab = n_vocab;
   cfg->n_embd = n_embd;
-  cfg->rank = int32_t(rank);
+  cfg->codebook_rank = int32_t(rank);
   cfg->top_k = int32_t(top_k);
   cfg->block_size = int32_t(block_size);
   cfg->logit_scale = float(scale);

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "status.h"
+#include "host/status.h"
 
 namespace dfsel {
 

@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <system_error>
 
-#include "gguf_file.h"
-#include "gguf_format.h"
+#include "host/gguf/gguf_file.h"
+#include "host/gguf/gguf_format.h"
 
 namespace dfsel::gguf {
 

@@ -8,6 +8,6 @@
 // them as dfsel_tensor views, dequantising K-quants (kquant.h) into BF16 buffers it owns.
 #pragma once
 
-#include "gguf_file.h"
-#include "gguf_selector.h"
-#include "kquant.h"
+#include "host/gguf/gguf_file.h"
+#include "host/gguf/gguf_selector.h"
+#include "host/gguf/kquant.h"

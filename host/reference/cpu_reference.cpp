@@ -1,4 +1,4 @@
-#include "cpu_reference.h"
+#include "host/reference/cpu_reference.h"
 
 #include <algorithm>
 #include <cmath>
