@@ -112,6 +112,7 @@ typedef struct dfsel_plan_desc {
   void* workspace;           /* optional caller-owned workspace (dfsel_workspace_size), aligned to
                                 256 bytes for CUDA, 16 for the CPU; NULL: the plan allocates it */
   size_t workspace_bytes;
+  int32_t n_threads;         /* CPU backend: worker threads for a run; 0 means every core */
 } dfsel_plan_desc;
 
 typedef struct dfsel_inputs {
