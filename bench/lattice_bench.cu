@@ -37,7 +37,7 @@ void gate_bench(benchmark::State& state, int blocks) {
   a.h_row_stride = (size_t)kEmbd * 4;
   a.n_embd = kEmbd;
   a.rank = kR;
-  a.map = cuda::RowMapDev{kL, kBlock, 1};
+  a.map = RowMap{kL, kBlock, 1};
   a.n_rows = rows;
   a.g = g.as<float>();
   const int sms = device_sms();

@@ -522,7 +522,7 @@ void full_logit_gather(benchmark::State& state, StepShape s, bool cub) {
         a.type = DFSEL_TYPE_F32;
         a.n_cols = V;
         a.row_stride = (size_t)V * 4;
-        a.map = cuda::RowMapDev{rows, rows, 0};
+        a.map = RowMap{rows, rows, 0};
         a.n_rows = rows;
         a.k = kK;
         a.out = p[i].out.as<CandRec>();

@@ -73,7 +73,7 @@ void shard_topk_bench(benchmark::State& state, Shape s) {
   a.type = s.type;
   a.n_cols = s.vocab;
   a.row_stride = s.vocab * s.elem();
-  a.map = cuda::RowMapDev{1, 1, 0};
+  a.map = RowMap{1, 1, 0};
   a.n_rows = s.tokens;
   a.k = s.k;
   a.id_offset = 0;
@@ -151,7 +151,7 @@ void host_bench(benchmark::State& state, Shape s) {
   t.nb[1] = s.vocab * s.elem();
   time_host(state, (double)s.bytes(), [&] {
     if (cudaMemcpy(host, in[0]->get(), s.bytes(), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
-    ref::shard_topk(t, ref::RowMap{1, 1, 0}, s.tokens, s.k, 0, out.data());
+    ref::shard_topk(t, RowMap{1, 1, 0}, s.tokens, s.k, 0, out.data());
     benchmark::DoNotOptimize(out.data());
     return true;
   });

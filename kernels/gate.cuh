@@ -20,7 +20,7 @@ struct GateArgs {
   size_t h_row_stride;  // bytes
   int64_t n_embd;
   int32_t rank;         // R
-  RowMapDev map;
+  RowMap map;
   int32_t n_rows;
   float* g;             // [n_rows][R]
 };

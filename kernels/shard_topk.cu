@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
   const int k = a.k;
   const int sel = blockIdx.x / splits;
   const int split = blockIdx.x - sel * splits;
-  const RowMapDev m = a.map;
+  const RowMap m = a.map;
   const int64_t row = (int64_t)(sel / m.group_rows) * m.group_stride + m.group_offset + sel % m.group_rows;
   const uint8_t* p = static_cast<const uint8_t*>(a.logits) + row * (int64_t)a.row_stride;
 

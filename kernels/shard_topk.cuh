@@ -7,22 +7,18 @@
 #include <stdint.h>
 
 #include "dfsel/dfsel.h"
+#include "kernels/common/limits.cuh"
 #include "kernels/common/order.cuh"
+#include "kernels/common/row_map.cuh"
 
 namespace dfsel::cuda {
-
-struct RowMapDev {  // same meaning as ref::RowMap
-  int32_t group_rows;
-  int32_t group_stride;
-  int32_t group_offset;
-};
 
 struct ShardTopKArgs {
   const void* logits;   // row-strided, F32 / F16 / BF16
   dfsel_type type;
   int64_t n_cols;       // >= k
   size_t row_stride;    // bytes between logits rows (ggml nb[1])
-  RowMapDev map;
+  RowMap map;
   int32_t n_rows;       // selected rows
   int32_t k;            // 1..kMaxTopK
   int64_t id_offset;    // global id of column 0 (v_begin)
@@ -32,8 +28,6 @@ struct ShardTopKArgs {
   int32_t splits;       // 0: the built-in heuristic; > 0: chunks per row, forced (tuning sweeps)
   int32_t shares_sms;   // nonzero: another kernel runs beside; size the grid to leave it room
 };
-
-constexpr int kMaxTopK = 64;
 
 // Scratch for up to n_rows x n_cols on a device with num_sms multiprocessors.
 size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms);

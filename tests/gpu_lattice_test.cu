@@ -114,13 +114,13 @@ void check_gate(const GateCase& c, uint64_t seed, bool graph) {
   const auto h = random_rows(c.h, n_tok, c.E, h_nb1, 1.0f, rng);
   std::vector<float> want((size_t)n_rows * c.R);
   ref::gate(tensor2d(w.data(), c.w, c.E, c.R, w_nb1), tensor2d(h.data(), c.h, c.E, n_tok, h_nb1),
-            ref::RowMap{L, c.block, 1}, n_rows, want.data());
+            RowMap{L, c.block, 1}, n_rows, want.data());
   DeviceBuffer<uint8_t> dw(w.size()), dh(h.size());
   DeviceBuffer<float> dg(want.size());
   dw.upload(w);
   dh.upload(h);
   const cuda::GateArgs a{dw.get(), c.w, w_nb1, dh.get(), c.h, h_nb1, c.E, c.R,
-                         cuda::RowMapDev{L, c.block, 1}, n_rows, dg.get()};
+                         RowMap{L, c.block, 1}, n_rows, dg.get()};
   ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::gate(a, num_sms(), st); }, 1,
                                  graph, [&] { dg.poison(); }));
   CUDA_OK(cudaDeviceSynchronize());
@@ -202,7 +202,7 @@ std::vector<uint8_t> host_send(const Problem& pb, const ExchangeLayout& l, int64
                                const std::vector<int32_t>& anchors) {
   std::vector<uint8_t> buf(l.bytes, 0xff);
   ref::shard_topk(tensor2d(pb.z.data() + vb, DFSEL_TYPE_F32, ve - vb, pb.n_tok, pb.V * 4),
-                  ref::RowMap{pb.L, pb.block, 1}, pb.nd, pb.K, vb, layout_cands(l, buf.data()));
+                  RowMap{pb.L, pb.block, 1}, pb.nd, pb.K, vb, layout_cands(l, buf.data()));
   if (!l.sharded) return buf;
   const CandRec* c = layout_cands(l, buf.data());
   for (int d = 0; d < pb.nd; ++d)

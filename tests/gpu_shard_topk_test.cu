@@ -65,8 +65,8 @@ int device_sms() {
 
 size_t elem_bytes(dfsel_type t) { return t == DFSEL_TYPE_F32 ? 4 : 2; }
 
-ref::RowMap row_map(const TopKCase& c) {
-  return c.skip_anchor_rows ? ref::RowMap{15, 16, 1} : ref::RowMap{1, 1, 0};
+RowMap row_map(const TopKCase& c) {
+  return c.skip_anchor_rows ? RowMap{15, 16, 1} : RowMap{1, 1, 0};
 }
 
 // Stores v as the case's type; NaN keeps a payload of the generator's choice (raw bits).
@@ -163,8 +163,8 @@ void setup(const TopKCase& c, const HostLogits& h, DeviceCase* d) {
   a.type = c.type;
   a.n_cols = c.n_cols;
   a.row_stride = h.row_stride;
-  const ref::RowMap m = row_map(c);
-  a.map = cuda::RowMapDev{m.group_rows, m.group_stride, m.group_offset};
+  const RowMap m = row_map(c);
+  a.map = RowMap{m.group_rows, m.group_stride, m.group_offset};
   a.n_rows = c.n_rows;
   a.k = c.k;
   a.id_offset = c.id_offset;
@@ -345,7 +345,7 @@ TEST(GpuShardTopK, UnevenShardsMergeToTheWholeRow) {
       a.type = t;
       a.n_cols = c.n_cols;
       a.row_stride = h.row_stride;
-      a.map = cuda::RowMapDev{1, 1, 0};
+      a.map = RowMap{1, 1, 0};
       a.n_rows = c.n_rows;
       a.k = c.k;
       a.id_offset = c.id_offset;
@@ -452,7 +452,7 @@ TEST(GpuShardTopK, RejectsKOutOfRange) {
   a.type = DFSEL_TYPE_F32;
   a.n_cols = 50;
   a.row_stride = 50 * sizeof(float);
-  a.map = cuda::RowMapDev{1, 1, 0};
+  a.map = RowMap{1, 1, 0};
   a.n_rows = 1;
   a.out = out.get();
   a.out_stride = 64;

@@ -1,46 +1,66 @@
-// Backend factories. The CUDA one exists in builds with DFSEL_WITH_CUDA, the NCCL exchange in
-// builds with DFSEL_WITH_NCCL; the others answer DFSEL_UNSUPPORTED.
+// A backend runs one plan's phases on its memory: the CPU backend on the host, the CUDA
+// backend on one device. Plan creation validates and sizes everything (PlanShape); the phases
+// only compute or enqueue, and never allocate.
 #pragma once
 
-#include <memory>
-#include <vector>
+#include <stddef.h>
+#include <stdint.h>
 
-#include "host/plan/plan.h"
+#include <memory>
+
+#include "dfsel/dfsel.h"
+#include "host/status.h"
+#include "kernels/common/exchange_layout.cuh"
+#include "kernels/common/selector_math.cuh"
 
 namespace dfsel {
 
-// Workspace bytes of a validated description for a backend kind (CPU or CUDA).
-Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape,
-                       size_t* bytes);
+// Sizes and resolved defaults every layer derives from a validated description.
+struct PlanShape {
+  int32_t k, R, block_size, L;
+  int64_t n_vocab, n_embd, v_begin, v_end;
+  size_t cb_row_bytes;
+  bool sharded;
+  int32_t n_ranks;
+  Transform transform;  // logit_scale 0 resolved to 1
+  ExchangeLayout layout_for(int32_t n_blocks) const {
+    return make_exchange_layout(k, n_blocks, block_size, sharded, cb_row_bytes);
+  }
+};
 
-Status make_cpu_backend(const dfsel_plan_desc& desc, const PlanShape& shape,
-                        std::unique_ptr<Backend>* out);
+// What the exchange needs of a backend: its buffers, where they live and, for a device, the
+// event that marks its records ready for the peers of an in-process group.
+struct Endpoint {
+  void* send;
+  void* recv;
+  int device;   // -1: host memory
+  void* ready;  // a cudaEvent_t recorded after select, or null
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual dfsel_backend kind() const = 0;
+  virtual Endpoint endpoint() = 0;
+  virtual Status select(const dfsel_inputs& in, void* stream) = 0;
+  // Outputs have packed_row_stride resolved (validate_run).
+  virtual Status finish(const dfsel_inputs& in, const dfsel_outputs& out, void* stream) = 0;
+  // Whether the work enqueued on stream has completed (a failed stream is an error).
+  virtual Status query(void* stream, bool* done) = 0;
+  // Blocks until the work enqueued on stream has completed.
+  virtual Status wait(void* stream) = 0;
+  // Errors the last run found on the device; call once it has completed.
+  virtual Status report() = 0;
+};
+
+// The CUDA factories exist in builds with DFSEL_WITH_CUDA; the others answer DFSEL_UNSUPPORTED.
+Status make_cpu_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std::unique_ptr<Backend>* out);
 size_t cpu_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape);
-
-Status make_cuda_backend(const dfsel_plan_desc& desc, const PlanShape& shape,
-                         std::unique_ptr<Backend>* out);
+Status make_cuda_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std::unique_ptr<Backend>* out);
 Status cuda_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
 Status cuda_device_count(int* n);
-// Set-up helpers for host-side weight conversion: strided device rows to host, an owned
-// device copy, and its release.
-Status cuda_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst);
-Status cuda_upload(const void* src, size_t bytes, int device, void** out);
-void cuda_release(void* p, int device);
 
-// Q4_K / Q6_K weights widened to BF16 at plan creation; the buffers live as long as the plan.
-struct WidenedWeights {
-  std::vector<std::vector<uint8_t>> host;
-  std::vector<void*> device;
-  int device_ordinal = 0;
-  ~WidenedWeights();
-};
-Status widen_kquant_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep);
-
-// The NCCL exchange: wraps desc.nccl_comm after a set-up collective that checks every rank's
-// config and vocabulary range. Every rank joins it, also one whose own checks failed (local),
-// so that a mismatch fails on every rank instead of leaving the others waiting.
-Status nccl_setup(const dfsel_plan_desc& desc, const Status& local, std::unique_ptr<Exchange>* out);
-Status exchange_group_begin();
-Status exchange_group_end();
+// Workspace bytes of a validated description for a backend kind (CPU or CUDA).
+Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
 
 }  // namespace dfsel

@@ -1,5 +1,6 @@
-// Backend choice by workspace kind, and the answers of a build without CUDA or NCCL.
+// Backend choice by workspace kind, and the answers of a build without CUDA.
 #include "host/backend/backend.h"
+#include "host/backend/device_memory.h"
 
 namespace dfsel {
 
@@ -20,21 +21,13 @@ Status cuda_device_count(int* n) {
   *n = 0;
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
-Status cuda_rows_to_host(const void*, size_t, size_t, int64_t, int, void*) {
+Status device_rows_to_host(const void*, size_t, size_t, int64_t, int, void*) {
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
-Status cuda_upload(const void*, size_t, int, void**) {
+Status device_upload(const void*, size_t, int, void**) {
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
-void cuda_release(void*, int) {}
-#endif
-
-#if !defined(DFSEL_WITH_NCCL)
-Status nccl_setup(const dfsel_plan_desc&, const Status&, std::unique_ptr<Exchange>*) {
-  return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but this build of dfsel has no NCCL exchange");
-}
-Status exchange_group_begin() { return Status::success(); }
-Status exchange_group_end() { return Status::success(); }
+void device_release(void*, int) {}
 #endif
 
 }  // namespace dfsel

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "host/backend/backend.h"
+#include "host/backend/cuda_status.h"
+#include "host/backend/device_memory.h"
 #include "kernels/gate.cuh"
 #include "kernels/pack_records.cuh"
 #include "kernels/score_lattice.cuh"
@@ -15,35 +17,6 @@
 namespace dfsel {
 
 namespace {
-
-Status cuda_fail(cudaError_t e, const char* what) {
-  // Clear the runtime's record of a non-sticky error (a failed allocation), so that a later
-  // launch check of this thread does not report it again as its own.
-  cudaGetLastError();
-  const dfsel_status code = e == cudaErrorMemoryAllocation ? DFSEL_OUT_OF_MEMORY : DFSEL_CUDA_ERROR;
-  return fail(code, "%s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
-#define DFSEL_CUDA_TRY(expr, what)                   \
-  do {                                               \
-    const cudaError_t e_ = (expr);                   \
-    if (e_ != cudaSuccess) return cuda_fail(e_, what); \
-  } while (0)
-
-// Makes a plan's device current for the duration of a call and restores the caller's.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
-    if (prev_ != device) cudaSetDevice(device);
-  }
-  ~DeviceGuard() {
-    if (prev_ >= 0) cudaSetDevice(prev_);
-  }
-
- private:
-  int prev_ = -1;
-};
 
 struct CudaCarve {
   size_t scratch, g, send, recv, lattice, choices, counters, error, total;
@@ -60,7 +33,7 @@ CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
   c.error = take(sizeof(int32_t));
   c.g = take((size_t)maxd * sh.R * sizeof(float));
   c.send = take(l.bytes);
-  c.recv = desc.shard.n_ranks == 1 ? c.send : take((size_t)desc.shard.n_ranks * l.bytes);
+  c.recv = sh.n_ranks == 1 ? c.send : take((size_t)desc.shard.n_ranks * l.bytes);
   c.lattice = take((size_t)maxd * sh.k * sh.k * sizeof(float));
   c.choices = take((size_t)maxd * sh.k * sizeof(int2));
   c.total = off;
@@ -136,10 +109,8 @@ class CudaBackend final : public Backend {
     return Status::success();
   }
 
-  int device() const { return desc_.device; }
   dfsel_backend kind() const override { return DFSEL_BACKEND_CUDA; }
-  void* send_buffer() override { return base_ + c_.send; }
-  void* recv_buffer() override { return base_ + c_.recv; }
+  Endpoint endpoint() override { return Endpoint{send_buffer(), recv_buffer(), desc_.device, ready_}; }
 
   Status select(const dfsel_inputs& in, void* stream) override {
     DeviceGuard guard(desc_.device);
@@ -147,7 +118,7 @@ class CudaBackend final : public Backend {
     DFSEL_TRY(check_stream(st, desc_.device, true));
     const ExchangeLayout l = sh_.layout_for(in.n_blocks);
     last_anchors_ = in.anchors;
-    const cuda::RowMapDev map{sh_.L, sh_.block_size, 1};
+    const RowMap map = drafted_rows(sh_.block_size);
     cuda::ShardTopKArgs t{};
     t.logits = in.logits.data;
     t.type = in.logits.type;
@@ -195,29 +166,7 @@ class CudaBackend final : public Backend {
       p.anchors = in.anchors;
       DFSEL_CUDA_TRY(cuda::pack_records(p, st), "pack_records launch");
     }
-    if (desc_.shard.n_ranks > 1) DFSEL_CUDA_TRY(cudaEventRecord(ready_, st), "cudaEventRecord");
-    return Status::success();
-  }
-
-  Status local_exchange(Backend* const* group, int n, size_t bytes, void* const* streams) override {
-    if (n == 1 && recv_buffer() == send_buffer()) return Status::success();
-    DeviceGuard guard(desc_.device);
-    int self = -1;
-    for (int r = 0; r < n; ++r)
-      if (group[r] == this) self = r;
-    cudaStream_t st = static_cast<cudaStream_t>(streams ? streams[self] : nullptr);
-    uint8_t* recv = static_cast<uint8_t*>(recv_buffer());
-    for (int r = 0; r < n; ++r) {
-      auto* peer = static_cast<CudaBackend*>(group[r]);
-      if (peer != this) DFSEL_CUDA_TRY(cudaStreamWaitEvent(st, peer->ready_, 0), "cudaStreamWaitEvent");
-      if (peer->device() == desc_.device) {
-        DFSEL_CUDA_TRY(cudaMemcpyAsync(recv + (size_t)r * bytes, peer->send_buffer(), bytes, cudaMemcpyDeviceToDevice, st),
-                       "in-process exchange copy");
-      } else {
-        DFSEL_CUDA_TRY(cudaMemcpyPeerAsync(recv + (size_t)r * bytes, desc_.device, peer->send_buffer(), peer->device(), bytes, st),
-                       "in-process exchange peer copy");
-      }
-    }
+    if (sh_.n_ranks > 1) DFSEL_CUDA_TRY(cudaEventRecord(ready_, st), "cudaEventRecord");
     return Status::success();
   }
 
@@ -233,7 +182,7 @@ class CudaBackend final : public Backend {
     a.rank = sh_.R;
     a.block_size = sh_.block_size;
     a.n_blocks = in.n_blocks;
-    a.transform = Transform{desc_.config.logit_scale > 0.0f ? desc_.config.logit_scale : 1.0f, desc_.config.softcap};
+    a.transform = sh_.transform;
     a.e_prev = desc_.e_prev.data;
     a.e_next = desc_.e_next.data;
     a.cb_type = desc_.e_prev.type;
@@ -251,7 +200,7 @@ class CudaBackend final : public Backend {
     a.path = out.path;
     a.n_emitted = out.n_emitted;
     a.packed = out.packed;
-    a.packed_row_stride = out.packed_row_stride ? out.packed_row_stride : (size_t)sh_.n_embd * 4;
+    a.packed_row_stride = out.packed_row_stride;
     a.n_embd = sh_.n_embd;
     a.lattice = reinterpret_cast<float*>(base_ + c_.lattice);
     a.choices = reinterpret_cast<int2*>(base_ + c_.choices);
@@ -295,6 +244,9 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  void* send_buffer() { return base_ + c_.send; }
+  void* recv_buffer() { return base_ + c_.recv; }
+
   dfsel_plan_desc desc_;
   PlanShape sh_;
   CudaCarve c_{};
@@ -320,14 +272,14 @@ Status cuda_device_count(int* n) {
   return Status::success();
 }
 
-Status cuda_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst) {
+Status device_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst) {
   DeviceGuard g(device);
   DFSEL_CUDA_TRY(cudaMemcpy2D(dst, row_bytes, src, pitch, row_bytes, (size_t)rows, cudaMemcpyDeviceToHost),
                  "copying K-quant weights to the host");
   return Status::success();
 }
 
-Status cuda_upload(const void* src, size_t bytes, int device, void** out) {
+Status device_upload(const void* src, size_t bytes, int device, void** out) {
   DeviceGuard g(device);
   DFSEL_CUDA_TRY(cudaMalloc(out, bytes), "cudaMalloc of widened weights");
   const cudaError_t e = cudaMemcpy(*out, src, bytes, cudaMemcpyHostToDevice);
@@ -339,7 +291,7 @@ Status cuda_upload(const void* src, size_t bytes, int device, void** out) {
   return Status::success();
 }
 
-void cuda_release(void* p, int device) {
+void device_release(void* p, int device) {
   DeviceGuard g(device);
   cudaFree(p);
 }

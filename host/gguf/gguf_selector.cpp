@@ -79,15 +79,7 @@ void view_rows(const File& f, const TensorInfo& t, int64_t r0, int64_t r1,
   *v = dfsel_tensor{};
   if (t.type == DFSEL_TYPE_Q4_K || t.type == DFSEL_TYPE_Q6_K) {
     owned->resize(size_t(rows) * size_t(n));
-    std::vector<float> row(static_cast<size_t>(n));
-    for (int64_t r = 0; r < rows; ++r) {
-      if (t.type == DFSEL_TYPE_Q4_K)
-        dequantize_q4_k(src + size_t(r) * src_row, n, row.data());
-      else
-        dequantize_q6_k(src + size_t(r) * src_row, n, row.data());
-      uint16_t* dst = owned->data() + size_t(r) * size_t(n);
-      for (int64_t e = 0; e < n; ++e) dst[e] = float_to_bf16(row[size_t(e)]);
-    }
+    widen_to_bf16(src, int(t.type), rows, n, src_row, owned->data());
     v->data = owned->data();
     v->type = DFSEL_TYPE_BF16;
     v->nb[0] = 2;

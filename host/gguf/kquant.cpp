@@ -11,6 +11,8 @@
 // scales (one per 16 values), f16 d. Value = d * scale * (q - 32), q in [0, 64).
 #include "host/gguf/kquant.h"
 
+#include <vector>
+
 #include "host/gguf/gguf_format.h"
 #include "kernels/common/numeric.cuh"
 
@@ -70,6 +72,17 @@ void dequantize_q6_k(const uint8_t* src, int64_t n, float* out) {
         y[l + 96] = d * float(sc[is + 6]) * float(q3);
       }
     }
+  }
+}
+
+void widen_to_bf16(const uint8_t* src, int type, int64_t rows, int64_t n, size_t src_pitch, uint16_t* dst) {
+  std::vector<float> row(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* in = src + size_t(r) * src_pitch;
+    if (type == DFSEL_TYPE_Q4_K) dequantize_q4_k(in, n, row.data());
+    else dequantize_q6_k(in, n, row.data());
+    uint16_t* out = dst + size_t(r) * size_t(n);
+    for (int64_t e = 0; e < n; ++e) out[e] = float_to_bf16(row[size_t(e)]);
   }
 }
 

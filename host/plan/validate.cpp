@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "kernels/common/numeric.cuh"
-#include "kernels/shard_topk_limits.h"
+#include "kernels/common/limits.cuh"
+#include "kernels/common/packed_row.cuh"
+#include "kernels/common/selector_math.cuh"
 
 namespace dfsel {
 
@@ -13,26 +15,6 @@ namespace {
 bool is_type_id(int t) {
   return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16 || t == DFSEL_TYPE_Q8_0 ||
          t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K;
-}
-
-bool is_float_type(dfsel_type t) {
-  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16;
-}
-
-bool is_kquant(dfsel_type t) { return t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K; }
-
-bool is_weight_type(dfsel_type t) { return is_float_type(t) || t == DFSEL_TYPE_Q8_0 || is_kquant(t); }
-
-size_t elem_bytes(dfsel_type t) {
-  switch (t) {
-    case DFSEL_TYPE_F32: return 4;
-    case DFSEL_TYPE_F16:
-    case DFSEL_TYPE_BF16: return 2;
-    case DFSEL_TYPE_Q8_0: return sizeof(BlockQ8_0);  // ggml: nb[0] is the block size
-    case DFSEL_TYPE_Q4_K: return kQ4KBytes;
-    case DFSEL_TYPE_Q6_K: return kQ6KBytes;
-    default: return 0;
-  }
 }
 
 // A 2-D ggml tensor {ne0, >= ne1} of an accepted type with rows of at least ne0 elements.
@@ -58,15 +40,15 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   if (is_kquant(t.type) && ne0 % kQKBlock != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s is %s but ne[0] = %" PRId64 " is not a multiple of 256", name,
                 dfsel_type_name(t.type), ne0);
-  if (t.nb[0] != elem_bytes(t.type))
+  if (t.nb[0] != type_block_bytes(t.type))
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[0] = %zu, expected %zu for %s (rows must be contiguous)",
-                name, t.nb[0], elem_bytes(t.type), dfsel_type_name(t.type));
+                name, t.nb[0], type_block_bytes(t.type), dfsel_type_name(t.type));
   const size_t rb = row_bytes(t.type, ne0);
   if (t.nb[1] < rb)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is smaller than one row (%zu bytes)", name, t.nb[1], rb);
-  if (is_float_type(t.type) && t.nb[1] % elem_bytes(t.type) != 0)
+  if (is_float_type(t.type) && t.nb[1] % type_block_bytes(t.type) != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is not a multiple of the element size %zu", name,
-                t.nb[1], elem_bytes(t.type));
+                t.nb[1], type_block_bytes(t.type));
   // Every Q8_0 block starts with an f16 scale, read in place.
   if (t.type == DFSEL_TYPE_Q8_0 && t.nb[1] % 2 != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is odd; Q8_0 rows must start at even addresses", name,
@@ -84,10 +66,6 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
 
 }  // namespace
 
-size_t tensor_row_bytes(dfsel_type t, int64_t n) { return row_bytes(t, n); }
-
-size_t type_block_bytes(dfsel_type t) { return elem_bytes(t); }
-
 Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
   const dfsel_config& c = desc->config;
@@ -96,10 +74,10 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_INVALID_ARGUMENT, "config.n_vocab = %" PRId64 " must be in [1, 2^31)", c.n_vocab);
   if (c.n_embd <= 0 || c.n_embd > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.n_embd = %" PRId64 " must be in [1, 2^31)", c.n_embd);
-  if (c.codebook_rank <= 0 || c.codebook_rank > kMaxRank)
-    return fail(DFSEL_INVALID_ARGUMENT, "config.codebook_rank = %d must be in [1, %d]", c.codebook_rank, kMaxRank);
-  if (c.top_k < 1 || c.top_k > kMaxTopKLimit)
-    return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d must be in [1, %d]", c.top_k, kMaxTopKLimit);
+  if (c.codebook_rank <= 0 || c.codebook_rank > kMaxCodebookRank)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.codebook_rank = %d must be in [1, %d]", c.codebook_rank, kMaxCodebookRank);
+  if (c.top_k < 1 || c.top_k > kMaxTopK)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d must be in [1, %d]", c.top_k, kMaxTopK);
   if (c.block_size < 2 || c.block_size > 1024)
     return fail(DFSEL_INVALID_ARGUMENT, "config.block_size = %d must be in [2, 1024]", c.block_size);
   if (!(c.logit_scale >= 0.0f) || !std::isfinite(c.logit_scale))
@@ -137,6 +115,8 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if (desc->e_prev.nb[1] != desc->e_next.nb[1])
     return fail(DFSEL_INVALID_ARGUMENT, "e_prev.nb[1] = %zu and e_next.nb[1] = %zu differ", desc->e_prev.nb[1],
                 desc->e_next.nb[1]);
+  if (desc->n_threads < 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d must be 0 (every core) or a thread count", desc->n_threads);
   if (desc->workspace && desc->workspace_bytes == 0)
     return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
   if (shape) {
@@ -150,6 +130,8 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     shape->v_end = s.v_end;
     shape->cb_row_bytes = row_bytes(desc->e_prev.type, c.codebook_rank);
     shape->sharded = sharded;
+    shape->n_ranks = s.n_ranks;
+    shape->transform = make_transform(c.logit_scale, c.softcap);
   }
   return Status::success();
 }
@@ -175,7 +157,7 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_
     if (sh.n_embd < (int64_t)sh.k + (int64_t)sh.k * sh.k)
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed needs n_embd >= K + K*K = %d, config.n_embd = %" PRId64,
                   sh.k + sh.k * sh.k, sh.n_embd);
-    const size_t stride = out->packed_row_stride ? out->packed_row_stride : (size_t)sh.n_embd * 4;
+    const size_t stride = packed_stride(out->packed_row_stride, sh.n_embd);
     if (stride < (size_t)sh.n_embd * 4 || stride % 4 != 0)
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed_row_stride = %zu must be a multiple of 4 and at least n_embd * 4 = %zu",
                   out->packed_row_stride, (size_t)sh.n_embd * 4);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "host/plan/plan.h"
+#include "host/status.h"
 
 namespace dfsel {
 
@@ -20,9 +21,5 @@ int enum_value(const E& e) {
 
 Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape);
 Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_outputs* out);
-// ggml's nb[0] of a type: the element size, or the block size of a quantised type; 0 if unknown.
-size_t type_block_bytes(dfsel_type t);
-// Bytes of one row of n elements of a tensor type, 0 for types a tensor cannot hold here.
-size_t tensor_row_bytes(dfsel_type t, int64_t n);
 
 }  // namespace dfsel

@@ -1,48 +1,43 @@
 // Q4_K and Q6_K weights (the smallest published drafts) are widened to BF16 once, when the
-// plan is created; the kernels and the reference read F32, F16, BF16 and Q8_0 as stored.
+// plan is created (host/gguf/kquant.h does the widening); the kernels and the reference read
+// F32, F16, BF16 and Q8_0 as stored.
+#include "host/plan/widen_weights.h"
+
 #include <cstring>
 #include <vector>
 
-#include "host/backend/backend.h"
-#include "host/gguf/gguf.h"
+#include "host/backend/device_memory.h"
+#include "host/gguf/kquant.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel {
 
 namespace {
 
-bool is_kquant(dfsel_type t) { return t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K; }
-
-Status widen_one(const char* name, dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep) {
+Status widen_one(dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep) {
   if (!is_kquant(t->type)) return Status::success();
   const int64_t cols = t->ne[0], rows = t->ne[1];
   const size_t src_row = row_bytes(t->type, cols);
   std::vector<uint8_t> src((size_t)rows * src_row);
   const uint8_t* base = static_cast<const uint8_t*>(t->data);
   if (on_device) {
-    DFSEL_TRY(cuda_rows_to_host(base, t->nb[1], src_row, rows, device, src.data()));
+    DFSEL_TRY(device_rows_to_host(base, t->nb[1], src_row, rows, device, src.data()));
   } else {
     for (int64_t r = 0; r < rows; ++r) std::memcpy(&src[(size_t)r * src_row], base + (size_t)r * t->nb[1], src_row);
   }
   std::vector<uint16_t> out((size_t)rows * cols);
-  std::vector<float> row((size_t)cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    if (t->type == DFSEL_TYPE_Q4_K) gguf::dequantize_q4_k(&src[(size_t)r * src_row], cols, row.data());
-    else gguf::dequantize_q6_k(&src[(size_t)r * src_row], cols, row.data());
-    for (int64_t c = 0; c < cols; ++c) out[(size_t)r * cols + c] = float_to_bf16(row[(size_t)c]);
-  }
+  gguf::widen_to_bf16(src.data(), t->type, rows, cols, src_row, out.data());
   const void* data = nullptr;
   if (on_device) {
     void* d = nullptr;
-    DFSEL_TRY(cuda_upload(out.data(), out.size() * 2, device, &d));
+    DFSEL_TRY(device_upload(out.data(), out.size() * 2, device, &d));
     keep->device.push_back(d);
     keep->device_ordinal = device;
     data = d;
   } else {
-    keep->host.emplace_back(reinterpret_cast<uint8_t*>(out.data()), reinterpret_cast<uint8_t*>(out.data()) + out.size() * 2);
+    keep->host.push_back(std::move(out));
     data = keep->host.back().data();
   }
-  (void)name;
   t->data = data;
   t->type = DFSEL_TYPE_BF16;
   t->nb[0] = 2;
@@ -54,13 +49,13 @@ Status widen_one(const char* name, dfsel_tensor* t, bool on_device, int device, 
 }  // namespace
 
 WidenedWeights::~WidenedWeights() {
-  for (void* p : device) cuda_release(p, device_ordinal);
+  for (void* p : device) device_release(p, device_ordinal);
 }
 
 Status widen_kquant_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep) {
-  DFSEL_TRY(widen_one("e_prev", &desc->e_prev, on_device, desc->device, keep));
-  DFSEL_TRY(widen_one("e_next", &desc->e_next, on_device, desc->device, keep));
-  DFSEL_TRY(widen_one("w_h", &desc->w_h, on_device, desc->device, keep));
+  DFSEL_TRY(widen_one(&desc->e_prev, on_device, desc->device, keep));
+  DFSEL_TRY(widen_one(&desc->e_next, on_device, desc->device, keep));
+  DFSEL_TRY(widen_one(&desc->w_h, on_device, desc->device, keep));
   return Status::success();
 }
 

@@ -35,8 +35,7 @@ void shard_topk(const dfsel_tensor& logits, RowMap map, int32_t n_rows, int32_t 
   }
 }
 
-void merge_candidates_src(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* out,
-                          int32_t* src) {
+void merge_candidates(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* out, int32_t* src) {
   for (int32_t i = 0; i < n_recs; ++i) {
     const int r = cand_rank(recs, n_recs, i);
     if (r < k) {
@@ -44,10 +43,6 @@ void merge_candidates_src(const CandRec* recs, int32_t n_recs, int32_t k, CandRe
       if (src) src[r] = i;
     }
   }
-}
-
-void merge_candidates(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* out) {
-  merge_candidates_src(recs, n_recs, k, out, nullptr);
 }
 
 void load_row(const void* row, dfsel_type type, int32_t r, float* out) {
@@ -85,37 +80,18 @@ void score_lattice(const float* eprev_rows, int32_t n_prev, const float* g,
   }
 }
 
-void walk_block(const float* lattice, const CandRec* cands, int32_t L, int32_t k,
-                float temperature, float p_min, uint64_t seed, uint32_t block, int32_t* path,
-                int32_t* n_emitted, float* q) {
-  int32_t prev = 0, n = 0;
-  bool stopped = false;
-  for (int32_t p = 1; p <= L; ++p) {
-    float* qrow = q ? q + (size_t)(p - 1) * k : nullptr;
-    path[p - 1] = -1;
-    if (stopped) {
-      if (qrow) std::fill(qrow, qrow + k, 0.0f);
-      continue;
-    }
-    const float* row = lattice + ((size_t)(p - 1) * k + prev) * k;
-    int32_t j;
-    if (temperature > 0.0f) {
-      float qs[64];
-      softmax_row(row, k, temperature, qs);
-      if (qrow) std::copy(qs, qs + k, qrow);
-      j = sample_row(qs, k, philox_uniform(seed, block, (uint32_t)p));
-    } else {
-      j = argmax_row(row, k);
-    }
-    if (p_min > 0.0f && softmax_at(row, k, 1.0f, j) < p_min) {
-      stopped = true;
-      continue;
-    }
-    path[p - 1] = cands[(size_t)(p - 1) * k + j].id;
-    prev = j;
-    ++n;
-  }
-  *n_emitted = n;
+void walk_block(const float* lattice, const CandRec* cands, int32_t L, int32_t k, WalkParams w,
+                uint32_t block, int32_t* path, int32_t* n_emitted, float* q) {
+  auto row_of = [&](int p, int i) { return lattice + ((size_t)p * k + i) * k; };
+  *n_emitted = walk_path(
+      L, true, [&](int p, int i) { return walk_choice(row_of(p, i), k, w, block, (uint32_t)(p + 1)); },
+      [&](int p, int row, int j) {
+        path[p] = j >= 0 ? cands[(size_t)p * k + j].id : -1;
+        if (!q) return;
+        float* qrow = q + (size_t)p * k;
+        if (row >= 0 && w.temperature > 0.0f) softmax_row(row_of(p, row), k, w.temperature, qrow);
+        else std::fill(qrow, qrow + k, 0.0f);
+      });
 }
 
 }  // namespace dfsel::ref

@@ -8,31 +8,20 @@
 
 #include "dfsel/dfsel.h"
 #include "kernels/common/order.cuh"
-#include "kernels/common/philox.cuh"
-#include "kernels/common/selector_math.cuh"
+#include "kernels/common/row_map.cuh"
+#include "kernels/common/walk.cuh"
 
 namespace dfsel::ref {
-
-// Selected row s of a step maps to logits/hidden row
-//   (s / group_rows) * group_stride + group_offset + s % group_rows.
-// A selector step uses group_rows = L, group_stride = block_size, group_offset = 1.
-struct RowMap {
-  int32_t group_rows;
-  int32_t group_stride;
-  int32_t group_offset;
-};
-
-inline int64_t map_row(RowMap m, int64_t s) {
-  return (s / m.group_rows) * m.group_stride + m.group_offset + s % m.group_rows;
-}
 
 // Top-K of each selected row of a logits shard {n_cols, *} (F32, F16, BF16), ids offset by
 // id_offset, in candidate order. out: [n_rows][k]. Requires k <= n_cols.
 void shard_topk(const dfsel_tensor& logits, RowMap map, int32_t n_rows, int32_t k,
                 int64_t id_offset, CandRec* out);
 
-// Global top-K of the S lists of K records each (recs: S*K records of one row). out: [k].
-void merge_candidates(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* out);
+// Global top-K of the S lists of K records each (recs: S*K records of one row). out: [k];
+// src (optional) receives where each winner came from: src[j] is its index in recs.
+void merge_candidates(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* out,
+                      int32_t* src = nullptr);
 
 // g[s][r] = sum_e w_h[r][e] * h[row(s)][e] for selected rows; w_h {n_embd, R}.
 void gate(const dfsel_tensor& w_h, const dfsel_tensor& hidden, RowMap map, int32_t n_rows,
@@ -45,20 +34,11 @@ void load_row(const void* row, dfsel_type type, int32_t r, float* out);
 void score_lattice(const float* eprev_rows, int32_t n_prev, const float* g,
                    const float* enext_rows, const float* u, int32_t k, int32_t r, float* s);
 
-}  // namespace dfsel::ref
-
-namespace dfsel::ref {
-
-// merge_candidates that also reports where each winner came from: src[j] is its index in recs.
-void merge_candidates_src(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* out,
-                          int32_t* src);
-
 // The walk of one block over its L lattices (DESIGN section 2): lattice [L][K][K], cands [L][K].
-// Greedy when temperature <= 0, else sampling with philox_uniform(seed, block, p). q (optional)
-// receives the distribution used at each step, zeros after a stop. path [L] (-1 after the last
-// emitted token).
-void walk_block(const float* lattice, const CandRec* cands, int32_t L, int32_t k,
-                float temperature, float p_min, uint64_t seed, uint32_t block, int32_t* path,
-                int32_t* n_emitted, float* q);
+// Greedy when w.temperature <= 0, else sampling with philox_uniform(seed, block, p). q
+// (optional) receives the distribution used at each step, zeros after a stop. path [L] (-1
+// after the last emitted token).
+void walk_block(const float* lattice, const CandRec* cands, int32_t L, int32_t k, WalkParams w,
+                uint32_t block, int32_t* path, int32_t* n_emitted, float* q);
 
 }  // namespace dfsel::ref

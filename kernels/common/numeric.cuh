@@ -93,6 +93,28 @@ DFSEL_HD size_t row_bytes(dfsel_type t, int64_t n) {
   }
 }
 
+// ggml's nb[0] of a type: the element size, or the block size of a quantised type; 0 if unknown.
+DFSEL_HD size_t type_block_bytes(dfsel_type t) {
+  switch (t) {
+    case DFSEL_TYPE_F32: return 4;
+    case DFSEL_TYPE_F16:
+    case DFSEL_TYPE_BF16: return 2;
+    case DFSEL_TYPE_Q8_0: return sizeof(BlockQ8_0);
+    case DFSEL_TYPE_Q4_K: return kQ4KBytes;
+    case DFSEL_TYPE_Q6_K: return kQ6KBytes;
+    default: return 0;
+  }
+}
+
+// Which types may stand where: logits and hidden states are floats; codebooks and W_h are
+// floats or Q8_0 as the kernels read them, and K-quants, which plan creation widens to BF16.
+DFSEL_HD bool is_float_type(dfsel_type t) {
+  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16;
+}
+DFSEL_HD bool is_kquant(dfsel_type t) { return t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K; }
+DFSEL_HD bool is_stored_weight_type(dfsel_type t) { return is_float_type(t) || t == DFSEL_TYPE_Q8_0; }
+DFSEL_HD bool is_weight_type(dfsel_type t) { return is_stored_weight_type(t) || is_kquant(t); }
+
 // One Q8_0 value: the block scale (f16 bits) times the quant, in float. The one definition
 // of the dequantisation; kernels that load blocks their own way convert through it.
 DFSEL_HD float q8_value(uint16_t d_bits, int8_t q) { return f16_to_float(d_bits) * (float)q; }

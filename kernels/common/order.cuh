@@ -32,9 +32,6 @@ DFSEL_HD uint64_t cand_key(float z, int32_t id) {
 
 DFSEL_HD uint64_t cand_key(CandRec c) { return cand_key(c.z, c.id); }
 
-// a ranks before b.
-DFSEL_HD bool cand_before(CandRec a, CandRec b) { return cand_key(a) > cand_key(b); }
-
 // Inverse of cand_key for valid keys (id >= 0); z of a NaN key comes back as a quiet NaN.
 DFSEL_HD CandRec cand_from_key(uint64_t key) {
   const uint32_t vk = (uint32_t)(key >> 32);

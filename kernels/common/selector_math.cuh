@@ -14,6 +14,11 @@ struct Transform {
   float softcap;  // c; <= 0 disables
 };
 
+// config.logit_scale 0 means 1 (dfsel.h); the plan resolves it once.
+DFSEL_HD Transform make_transform(float logit_scale, float softcap) {
+  return Transform{logit_scale > 0.0f ? logit_scale : 1.0f, softcap};
+}
+
 // z' = c * tanh(m * z / c) when c > 0, else m * z. Applied to the K survivors only.
 DFSEL_HD float transform_logit(Transform t, float z) {
   const float x = t.scale * z;

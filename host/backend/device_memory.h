@@ -1,0 +1,18 @@
+// Set-up-time copies between the host and a device, for plan creation's weight widening.
+// Builds without CUDA answer DFSEL_UNSUPPORTED.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "host/status.h"
+
+namespace dfsel {
+
+// rows rows of row_bytes each, pitch bytes apart on the device, to dst (packed).
+Status device_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst);
+// A device copy of bytes host bytes; *out is released with device_release.
+Status device_upload(const void* src, size_t bytes, int device, void** out);
+void device_release(void* p, int device);
+
+}  // namespace dfsel

@@ -1,0 +1,118 @@
+#include "host/plan/group.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <vector>
+
+namespace dfsel {
+
+RankSummary summarize(const dfsel_plan_desc& d) {
+  RankSummary s{};
+  s.shard_rank = d.shard.rank;
+  s.shard_n_ranks = d.shard.n_ranks;
+  s.top_k = d.config.top_k;
+  s.codebook_rank = d.config.codebook_rank;
+  s.block_size = d.config.block_size;
+  s.max_blocks = d.config.max_blocks;
+  s.placement = (int32_t)d.placement;
+  s.cb_type = (int32_t)d.e_prev.type;
+  s.w_type = (int32_t)d.w_h.type;
+  s.n_vocab = d.config.n_vocab;
+  s.n_embd = d.config.n_embd;
+  s.v_begin = d.shard.v_begin;
+  s.v_end = d.shard.v_end;
+  s.logit_scale = d.config.logit_scale;
+  s.softcap = d.config.softcap;
+  return s;
+}
+
+namespace {
+
+// The first field in which b differs from a, written to buf, or nullptr. Floats compare as
+// bits: the ranks must compute the same transform, so even -0 against +0 is a difference.
+const char* first_difference(const RankSummary& a, const RankSummary& b, char* buf, size_t len) {
+  enum Kind { kInt, kType, kFloat };
+  struct Field {
+    const char* name;
+    Kind kind;
+    int64_t x, y;
+  };
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return (int64_t)u;
+  };
+  const Field fields[] = {
+      {"config.n_vocab", kInt, a.n_vocab, b.n_vocab},
+      {"config.n_embd", kInt, a.n_embd, b.n_embd},
+      {"config.codebook_rank", kInt, a.codebook_rank, b.codebook_rank},
+      {"config.top_k", kInt, a.top_k, b.top_k},
+      {"config.block_size", kInt, a.block_size, b.block_size},
+      {"config.max_blocks", kInt, a.max_blocks, b.max_blocks},
+      {"placement", kInt, a.placement, b.placement},
+      {"e_prev.type", kType, a.cb_type, b.cb_type},
+      {"w_h.type", kType, a.w_type, b.w_type},
+      {"config.logit_scale", kFloat, bits(a.logit_scale), bits(b.logit_scale)},
+      {"config.softcap", kFloat, bits(a.softcap), bits(b.softcap)},
+  };
+  for (const Field& f : fields) {
+    if (f.x == f.y) continue;
+    if (f.kind == kType) {
+      std::snprintf(buf, len, "%s = %s, against %s", f.name, dfsel_type_name((dfsel_type)f.y),
+                    dfsel_type_name((dfsel_type)f.x));
+    } else if (f.kind == kFloat) {
+      float x, y;
+      const uint32_t ux = (uint32_t)f.x, uy = (uint32_t)f.y;
+      std::memcpy(&x, &ux, 4);
+      std::memcpy(&y, &uy, 4);
+      std::snprintf(buf, len, "%s = %g, against %g", f.name, y, x);
+    } else {
+      std::snprintf(buf, len, "%s = %" PRId64 ", against %" PRId64, f.name, f.y, f.x);
+    }
+    return buf;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status check_same_selector(const RankSummary* all, int n, const char* who) {
+  for (int i = 1; i < n; ++i) {
+    char buf[160];
+    if (const char* d = first_difference(all[0], all[i], buf, sizeof buf))
+      return fail(DFSEL_INVALID_ARGUMENT, "%s[%d] describes another selector than %s[0]: %s", who, i, who, d);
+  }
+  return Status::success();
+}
+
+Status check_group(const RankSummary* all, int n, const char* who) {
+  std::vector<int> seen(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const RankSummary& s = all[i];
+    if (s.shard_n_ranks != n)
+      return fail(DFSEL_INVALID_ARGUMENT, "%s[%d] has shard.n_ranks = %d in a group of %d ranks", who, i, s.shard_n_ranks, n);
+    if (s.shard_rank < 0 || s.shard_rank >= n || seen[s.shard_rank]++)
+      return fail(DFSEL_INVALID_ARGUMENT, "%s[%d] has shard.rank = %d, which another rank of the group has too", who, i,
+                  s.shard_rank);
+  }
+  DFSEL_TRY(check_same_selector(all, n, who));
+  std::vector<std::pair<int64_t, int>> begins;
+  for (int i = 0; i < n; ++i) begins.emplace_back(all[i].v_begin, i);
+  std::sort(begins.begin(), begins.end());
+  int64_t at = 0;
+  for (const auto& b : begins) {
+    const RankSummary& s = all[b.second];
+    if (s.v_begin != at)
+      return fail(DFSEL_INVALID_ARGUMENT, "the ranks' vocabulary ranges leave %s at token %" PRId64 " (%s[%d] has [%" PRId64
+                  ", %" PRId64 "))", s.v_begin > at ? "a gap" : "an overlap", std::min(at, s.v_begin), who, b.second,
+                  s.v_begin, s.v_end);
+    at = s.v_end;
+  }
+  if (at != all[0].n_vocab)
+    return fail(DFSEL_INVALID_ARGUMENT, "the ranks' vocabulary ranges end at %" PRId64 ", not at n_vocab = %" PRId64, at,
+                all[0].n_vocab);
+  return Status::success();
+}
+
+}  // namespace dfsel

@@ -1,0 +1,29 @@
+// The rule that the ranks of one group describe one selector (DESIGN section 3): the same
+// config, placement and weight types on every rank, distinct shard ranks 0..n-1, and
+// vocabulary ranges that tile [0, V). The NCCL set-up checks it on the table its all-gather
+// brings; an in-process group (dfsel_run_group without a communicator) on its plans.
+#pragma once
+
+#include <stdint.h>
+
+#include "dfsel/dfsel.h"
+#include "host/status.h"
+
+namespace dfsel {
+
+// What one rank says of itself: plain data, exchanged as bytes by the NCCL set-up.
+struct RankSummary {
+  int32_t shard_rank, shard_n_ranks;
+  int32_t top_k, codebook_rank, block_size, max_blocks, placement, cb_type, w_type;
+  int64_t n_vocab, n_embd, v_begin, v_end;
+  float logit_scale, softcap;
+};
+
+RankSummary summarize(const dfsel_plan_desc& desc);
+
+// all[i] is the summary of the rank called who[i] in messages ("plans", "communicator rank").
+// check_same_selector compares everything but the shard; check_group the whole rule.
+Status check_same_selector(const RankSummary* all, int n, const char* who);
+Status check_group(const RankSummary* all, int n, const char* who);
+
+}  // namespace dfsel

@@ -1,0 +1,95 @@
+// Plan creation and the step: everything a run needs is decided here, once; a run validates
+// its inputs, then only drives the phases.
+#include "host/plan/plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "host/plan/group.h"
+#include "host/plan/validate.h"
+#include "kernels/common/numeric.cuh"
+#include "kernels/common/packed_row.cuh"
+
+namespace dfsel {
+
+namespace {
+
+// The plan's own checks and set-up; NCCL plans then agree with their peers.
+Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
+  DFSEL_TRY(validate_desc(desc, &plan->shape));
+  plan->desc = *desc;
+  DFSEL_TRY(resolve_backend(desc->backend, &plan->desc.backend));
+  const bool on_device = plan->desc.backend == DFSEL_BACKEND_CUDA;
+  if (is_kquant(desc->e_prev.type) || is_kquant(desc->w_h.type)) {
+    plan->widened.reset(new WidenedWeights());
+    DFSEL_TRY(widen_kquant_weights(&plan->desc, on_device, plan->widened.get()));
+    DFSEL_TRY(validate_desc(&plan->desc, &plan->shape));
+  }
+  if (desc->nccl_comm && !on_device)
+    return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
+  if (!desc->nccl_comm) plan->exchange = make_in_process_exchange(plan->desc.backend);
+  if (on_device) return make_cuda_backend(plan->desc, plan->shape, &plan->backend);
+  return make_cpu_backend(plan->desc, plan->shape, &plan->backend);
+}
+
+}  // namespace
+
+// The plans of one step must describe one selector and be of one kind; an in-process group
+// must be the whole group, by the same rule the NCCL set-up applies (host/plan/group.h).
+Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in) {
+  const dfsel_plan& p0 = *plans[0];
+  const bool whole = p0.exchange->needs_whole_group();
+  for (int i = 0; i < n; ++i) {
+    const dfsel_plan& p = *plans[i];
+    if (p.exchange->needs_whole_group() != whole)
+      return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] %s an NCCL communicator but plans[0] %s", i,
+                  whole ? "has" : "has no", whole ? "has none" : "has");
+    if (p.backend->kind() != p0.backend->kind())
+      return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] runs on another backend than plans[0]", i);
+    if (in[i].n_blocks != in[0].n_blocks)
+      return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].n_blocks = %d differs from inputs[0].n_blocks = %d", i,
+                  in[i].n_blocks, in[0].n_blocks);
+  }
+  std::vector<RankSummary> all(n);
+  for (int i = 0; i < n; ++i) all[i] = summarize(plans[i]->desc);
+  // NCCL: the set-up checked the whole group; the plans of one call must still agree.
+  if (!whole) return check_same_selector(all.data(), n, "plans");
+  if (n != p0.desc.shard.n_ranks)
+    return fail(DFSEL_INVALID_ARGUMENT, "%d plans given for a group of shard.n_ranks = %d without an NCCL communicator; "
+                "pass every rank of the group", n, p0.desc.shard.n_ranks);
+  return check_group(all.data(), n, "plans");
+}
+
+Status resolve_backend(dfsel_backend asked, dfsel_backend* out) {
+  int n = 0;
+  const Status cs = cuda_device_count(&n);
+  if (asked == DFSEL_BACKEND_CPU) {
+    *out = DFSEL_BACKEND_CPU;
+  } else if (asked == DFSEL_BACKEND_CUDA) {
+    if (cs.code == DFSEL_UNSUPPORTED) return fail(DFSEL_UNSUPPORTED, "backend = CUDA but this build of dfsel has no CUDA backend");
+    if (n == 0) return fail(DFSEL_NO_DEVICE, "backend = CUDA but no CUDA device is present (%s)", cs.msg.c_str());
+    *out = DFSEL_BACKEND_CUDA;
+  } else {
+    *out = n > 0 ? DFSEL_BACKEND_CUDA : DFSEL_BACKEND_CPU;
+  }
+  return Status::success();
+}
+
+Status create_plan(const dfsel_plan_desc* desc, dfsel_plan** out) {
+  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "plan (the output pointer) is NULL");
+  *out = nullptr;
+  std::unique_ptr<dfsel_plan> plan(new (std::nothrow) dfsel_plan());
+  if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
+  const Status local = create_local(desc, plan.get());
+  // Every rank of a communicator joins the set-up exchange, also one whose own checks failed.
+  if (desc && desc->nccl_comm && enum_value(desc->backend) != DFSEL_BACKEND_CPU)
+    DFSEL_TRY(make_nccl_exchange(*desc, local, &plan->exchange));
+  DFSEL_TRY(local);
+  *out = plan.release();
+  return Status::success();
+}
+
+}  // namespace dfsel
