@@ -36,13 +36,14 @@ void gate_bench(benchmark::State& state, int blocks) {
   a.h_type = DFSEL_TYPE_F32;
   a.h_row_stride = (size_t)kEmbd * 4;
   a.n_embd = kEmbd;
-  a.rank = kR;
+  a.R = kR;
   a.map = RowMap{kL, kBlock, 1};
   a.n_rows = rows;
   a.g = g.as<float>();
-  const int sms = device_sms();
+  cuda::GateDevice dev{};
+  if (!cuda_ok(state, cuda::gate_device(0, &dev), "gate_device")) return;
   time_graph(state, 1, (double)kR * kEmbd * 2 + (double)rows * kEmbd * 4,
-             [&](int, cudaStream_t st) { return cuda::gate(a, sms, st); });
+             [&](int, cudaStream_t st) { return cuda::gate(a, dev, st); });
 }
 
 void lattice_bench(benchmark::State& state, int blocks) {
@@ -76,19 +77,13 @@ void lattice_bench(benchmark::State& state, int blocks) {
   fill_hashed(en.get(), DFSEL_TYPE_BF16, (size_t)kVocab * kR, 0.1f, 4);
   fill_hashed(g.get(), DFSEL_TYPE_F32, (size_t)rows * kR, 1.0f, 5);
   cuda::LatticeArgs a{};
-  a.recv = recv.as<uint8_t>();
-  a.layout = l;
-  a.n_ranks = 1;
+  a.rows = RowSource{recv.as<uint8_t>(), l, 1, ep.as<uint8_t>(), en.as<uint8_t>(), (size_t)kR * 2, kVocab};
   a.k = kK;
-  a.rank = kR;
+  a.R = kR;
   a.block_size = kBlock;
   a.n_blocks = blocks;
   a.transform = Transform{1.0f, 0.0f};
-  a.e_prev = ep.get();
-  a.e_next = en.get();
   a.cb_type = DFSEL_TYPE_BF16;
-  a.cb_row_stride = (size_t)kR * 2;
-  a.n_vocab = kVocab;
   a.anchors = an.as<int32_t>();
   a.g = g.as<float>();
   a.path = path.as<int32_t>();
@@ -98,7 +93,10 @@ void lattice_bench(benchmark::State& state, int blocks) {
   a.choices = choices.as<int2>();
   a.block_counters = counters.as<unsigned>();
   a.error = err.as<int32_t>();
-  time_graph(state, 1, (double)rows * kK * 2 * kR * 2, [&](int, cudaStream_t st) { return cuda::score_lattice(a, st); });
+  cuda::LatticeLaunch launch{};
+  if (!cuda_ok(state, cuda::lattice_launch(a, 0, &launch), "lattice_launch")) return;
+  time_graph(state, 1, (double)rows * kK * 2 * kR * 2,
+             [&](int, cudaStream_t st) { return cuda::score_lattice(a, launch, st); });
 }
 
 const bool registered = [] {

@@ -1,7 +1,8 @@
 // gate: g[s][r] = sum_e W_h[r][e] * h[row(s)][e] (DESIGN section 2).
 //
 // The work is a tall-skinny product: R (~256) W_h rows against at most a few dozen hidden
-// rows per step, bounded by reading W_h once. R alone gives too few warps to keep HBM busy,
+// rows per step, bounded by reading W_h (each tile of 16 selected rows reads all of it; from
+// the second tile on, mostly out of L2). R alone gives too few warps to keep HBM busy,
 // so the n_embd axis is split as well, over the CTAs of a thread-block cluster whose partial
 // sums meet in distributed shared memory in a fixed order (deterministic, no atomics, no
 // scratch: every rank computes bitwise the same g, DESIGN section 3).
@@ -12,9 +13,11 @@
 // hidden value loaded from shared memory feeds 2 FMAs and every W_h value 16.
 #include "kernels/gate.cuh"
 
+#include <assert.h>
 #include <cooperative_groups.h>
 
-#include "kernels/common/numeric.cuh"
+#include "kernels/block/gate_rows.cuh"
+#include "kernels/dispatch.cuh"
 
 namespace dfsel::cuda {
 namespace {
@@ -31,59 +34,6 @@ constexpr int kMaxSplit = 8;                        // portable cluster size
 constexpr int kGateCtasPerSm = 4;
 constexpr int kAcc = kRowsPerWarp * kTile;          // accumulators per lane
 constexpr int kHiddenPer = kTile * 32 / kThreads;   // 8-element hidden groups per thread
-
-// Elements e0..e0+7 of a row as loaded, converted only where they are used, so that every
-// load of a pass is in flight before the first conversion waits on one. kVec (the 8 elements
-// inside the row, rows 16-byte aligned, 2 for Q8_0): the bytes as stored (F32 in a and b,
-// F16/BF16 in a, Q8_0 the 8 quants in a.x, a.y and the block's scale in a.z); otherwise
-// the values already as floats.
-struct Raw8 {
-  uint4 a, b;
-};
-
-template <bool kVec>
-__device__ __forceinline__ Raw8 fetch8(const uint8_t* row, dfsel_type t, int64_t e0, int64_t n) {
-  Raw8 r = {};
-  if (!kVec) {
-    float v[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = e0 + i < n ? load_elem(row, t, e0 + i) : 0.0f;
-    memcpy(&r, v, sizeof r);
-  } else if (t == DFSEL_TYPE_F32) {
-    r.a = __ldg((const uint4*)(row + e0 * 4));
-    r.b = __ldg((const uint4*)(row + e0 * 4) + 1);
-  } else if (t == DFSEL_TYPE_Q8_0) {
-    const BlockQ8_0* blk = (const BlockQ8_0*)row + e0 / kQ8Block;
-    const uint16_t* qs = (const uint16_t*)(blk->qs + e0 % kQ8Block);  // even: 34 k + 2 + 8 m
-    r.a.x = __ldg(qs) | (uint32_t)__ldg(qs + 1) << 16;
-    r.a.y = __ldg(qs + 2) | (uint32_t)__ldg(qs + 3) << 16;
-    r.a.z = __ldg(&blk->d);
-  } else {
-    r.a = __ldg((const uint4*)(row + e0 * 2));
-  }
-  return r;
-}
-
-// The floats of fetch8, by the numeric.cuh conversions (Q8_0: scale * quant, as load_elem).
-template <bool kVec>
-__device__ __forceinline__ void unpack8(const Raw8& r, dfsel_type t, float (&v)[8]) {
-  if (!kVec || t == DFSEL_TYPE_F32) {
-    memcpy(v, &r, sizeof r);
-    return;
-  }
-  const uint32_t w[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
-  if (t == DFSEL_TYPE_Q8_0) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = q8_value((uint16_t)r.a.z, (int8_t)(w[i / 4] >> (8 * (i % 4))));
-    return;
-  }
-  const bool half = t == DFSEL_TYPE_F16;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const uint16_t x = (uint16_t)(w[i / 2] >> (16 * (i % 2)));
-    v[i] = half ? f16_to_float(x) : bf16_to_float(x);
-  }
-}
 
 // One step of a warp reduce-scatter over n values: lanes with bit o set keep the upper half,
 // the others the lower half, each adding its partner's copy of the half it keeps.
@@ -110,7 +60,7 @@ __device__ __forceinline__ void warp_reduce_scatter(float (&v)[kAcc], int lane) 
 }
 
 // Grid: x = row group * n_split + split rank (one cluster per row group), y = tile of rows.
-template <bool kVec, bool kCluster>
+template <dfsel_type W, dfsel_type H, bool kVec, bool kCluster>
 __global__ void __launch_bounds__(kThreads, kGateCtasPerSm) gate_kernel(GateArgs a, int n_split) {
   // Hidden chunk, lane-major halves: element 8l + 4h + c of the chunk sits at [h][4l + c], so
   // that a warp reading one half per lane touches 512 contiguous bytes (no bank conflicts).
@@ -138,8 +88,8 @@ __global__ void __launch_bounds__(kThreads, kGateCtasPerSm) gate_kernel(GateArgs
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
       wr[i] = Raw8{};
-      if (c < n_chunks && r0 + i < a.rank && e0 < n)
-        wr[i] = fetch8<kVec>(w + (size_t)(r0 + i) * a.w_row_stride, a.w_type, e0, n);
+      if (c < n_chunks && r0 + i < a.R && e0 < n)
+        wr[i] = fetch8<W, kVec>(w + (size_t)(r0 + i) * a.w_row_stride, e0, n);
     }
 #pragma unroll
     for (int k = 0; k < kHiddenPer; ++k) {
@@ -147,9 +97,7 @@ __global__ void __launch_bounds__(kThreads, kGateCtasPerSm) gate_kernel(GateArgs
       const int64_t he = c0 + (q & 31) * 8;
       hr[k] = Raw8{};
       if (c < n_chunks && s < a.n_rows && he < n) {
-        const int64_t row = (int64_t)(s / a.map.group_rows) * a.map.group_stride +
-                            a.map.group_offset + s % a.map.group_rows;
-        hr[k] = fetch8<kVec>(h + (size_t)row * a.h_row_stride, a.h_type, he, n);
+        hr[k] = fetch8<H, kVec>(h + (size_t)map_row(a.map, s) * a.h_row_stride, he, n);
       }
     }
   };
@@ -161,13 +109,13 @@ __global__ void __launch_bounds__(kThreads, kGateCtasPerSm) gate_kernel(GateArgs
     for (int k = 0; k < kHiddenPer; ++k) {
       const int q = tid + k * kThreads, t = q >> 5, l = q & 31;
       float v[8];
-      unpack8<kVec>(hr[k], a.h_type, v);
+      unpack8<H, kVec>(hr[k], v);
       *(float4*)&hs[t][0][l * 4] = make_float4(v[0], v[1], v[2], v[3]);
       *(float4*)&hs[t][1][l * 4] = make_float4(v[4], v[5], v[6], v[7]);
     }
     float wv[kRowsPerWarp][8];
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) unpack8<kVec>(wr[i], a.w_type, wv[i]);
+    for (int i = 0; i < kRowsPerWarp; ++i) unpack8<W, kVec>(wr[i], wv[i]);
     if (c + n_split < n_chunks) fetch(c + n_split);
     __syncthreads();
 #pragma unroll
@@ -197,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, kGateCtasPerSm) gate_kernel(GateArgs
   const int rg0 = (blockIdx.x / n_split) * kRowsPerCta;
   auto write = [&](int o, float v) {
     const int r = rg0 + o / kTile, s = s0 + o % kTile;
-    if (r < a.rank && s < a.n_rows) a.g[(size_t)s * a.rank + r] = v;
+    if (r < a.R && s < a.n_rows) a.g[(size_t)s * a.R + r] = v;
   };
   if constexpr (kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -227,7 +175,7 @@ bool aligned(const void* p, size_t stride, size_t to) {
 // 16-byte loads need 16-byte rows (F32/F16/BF16); Q8_0 groups read the 2-byte scale and bytes.
 size_t vec_alignment(dfsel_type t) { return t == DFSEL_TYPE_Q8_0 ? 2 : 16; }
 
-template <bool kVec, bool kCluster>
+template <dfsel_type W, dfsel_type H, bool kVec, bool kCluster>
 cudaError_t launch(const GateArgs& a, dim3 grid, int n_split, cudaStream_t stream) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
@@ -242,48 +190,47 @@ cudaError_t launch(const GateArgs& a, dim3 grid, int n_split, cudaStream_t strea
     cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
-  return cudaLaunchKernelEx(&cfg, gate_kernel<kVec, kCluster>, a, n_split);
+  return cudaLaunchKernelEx(&cfg, gate_kernel<W, H, kVec, kCluster>, a, n_split);
 }
 
 }  // namespace
 
-cudaError_t gate(const GateArgs& a, int num_sms, cudaStream_t stream) {
-  if (a.n_rows < 0 || a.rank < 0 || a.n_embd <= 0) return cudaErrorInvalidValue;
-  if (a.n_rows == 0 || a.rank == 0) return cudaSuccess;
-  if (!a.w_h || !a.hidden || !a.g || a.map.group_rows <= 0) return cudaErrorInvalidValue;
-  const bool w_ok = a.w_type == DFSEL_TYPE_F32 || a.w_type == DFSEL_TYPE_F16 ||
-                    a.w_type == DFSEL_TYPE_BF16 || a.w_type == DFSEL_TYPE_Q8_0;
-  const bool h_ok = a.h_type == DFSEL_TYPE_F32 || a.h_type == DFSEL_TYPE_F16 ||
-                    a.h_type == DFSEL_TYPE_BF16;
-  if (!w_ok || !h_ok) return cudaErrorInvalidValue;
-  if (a.w_type == DFSEL_TYPE_Q8_0 && a.n_embd % kQ8Block != 0) return cudaErrorInvalidValue;
+cudaError_t gate_device(int device, GateDevice* out) {
+  cudaError_t e = cudaDeviceGetAttribute(&out->num_sms, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&out->cluster_ok, cudaDevAttrClusterLaunch, device);
+  return e;
+}
 
-  const bool vec = a.n_embd % 8 == 0 &&
-                   aligned(a.w_h, a.w_row_stride, vec_alignment(a.w_type)) &&
-                   aligned(a.hidden, a.h_row_stride, vec_alignment(a.h_type));
-  const int row_groups = (a.rank + kRowsPerCta - 1) / kRowsPerCta;
-  const int tiles = (a.n_rows + kTile - 1) / kTile;
-  if (tiles > 65535) return cudaErrorInvalidValue;
-  const int64_t n_chunks = (a.n_embd + kChunk - 1) / kChunk;
-
+int gate_splits(int32_t n_rows, int32_t R, int64_t n_embd, const GateDevice& dev) {
   // Split n_embd only while the grid is short of about two CTAs per SM (few rows).
-  int dev = 0, cluster_ok = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  e = cudaDeviceGetAttribute(&cluster_ok, cudaDevAttrClusterLaunch, dev);
-  if (e != cudaSuccess) return e;
+  const int row_groups = (R + kRowsPerCta - 1) / kRowsPerCta;
+  const int tiles = (n_rows + kTile - 1) / kTile;
+  const int64_t n_chunks = (n_embd + kChunk - 1) / kChunk;
   int n_split = 1;
-  if (cluster_ok) {
+  if (dev.cluster_ok) {
     while (n_split < kMaxSplit && 2 * n_split <= n_chunks &&
-           (int64_t)row_groups * tiles * n_split < 2 * (int64_t)num_sms)
+           (int64_t)row_groups * tiles * n_split < 2 * (int64_t)dev.num_sms)
       n_split *= 2;
   }
-  const dim3 grid(row_groups * n_split, tiles);
-  if (n_split > 1) {
-    return vec ? launch<true, true>(a, grid, n_split, stream)
-               : launch<false, true>(a, grid, n_split, stream);
-  }
-  return vec ? launch<true, false>(a, grid, 1, stream) : launch<false, false>(a, grid, 1, stream);
+  return n_split;
+}
+
+cudaError_t gate(const GateArgs& a, const GateDevice& dev, cudaStream_t stream) {
+  // The plan validated types, shapes and strides; only the rows' alignment is per run.
+  if (a.n_rows == 0) return cudaSuccess;
+  const bool vec = a.n_embd % 8 == 0 && aligned(a.w_h, a.w_row_stride, vec_alignment(a.w_type)) &&
+                   aligned(a.hidden, a.h_row_stride, vec_alignment(a.h_type));
+  const int n_split = gate_splits(a.n_rows, a.R, a.n_embd, dev);
+  const dim3 grid(((a.R + kRowsPerCta - 1) / kRowsPerCta) * n_split, (a.n_rows + kTile - 1) / kTile);
+  assert(grid.y <= 65535);
+  return dispatch_weight_type(a.w_type, [&](auto W) {
+    return dispatch_float_type(a.h_type, [&](auto H) {
+      return dispatch_bool(vec, [&](auto V) {
+        return n_split > 1 ? launch<W.value, H.value, V.value, true>(a, grid, n_split, stream)
+                           : launch<W.value, H.value, V.value, false>(a, grid, 1, stream);
+      });
+    });
+  });
 }
 
 }  // namespace dfsel::cuda

@@ -1,13 +1,12 @@
 // gate: g[s] = W_h . h[row(s)] for every selected row (DESIGN section 2), W_h {n_embd, R} as
-// stored (F32, F16, BF16, Q8_0), hidden F32 / F16 / BF16. W_h is read once per launch for
-// all rows (tiles of rows share each loaded W_h row).
+// stored (F32, F16, BF16, Q8_0), hidden F32 / F16 / BF16.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "dfsel/dfsel.h"
-#include "kernels/shard_topk.cuh"
+#include "kernels/common/row_map.cuh"
 
 namespace dfsel::cuda {
 
@@ -19,12 +18,24 @@ struct GateArgs {
   dfsel_type h_type;
   size_t h_row_stride;  // bytes
   int64_t n_embd;
-  int32_t rank;         // R
+  int32_t R;
   RowMap map;
   int32_t n_rows;
   float* g;             // [n_rows][R]
 };
 
-cudaError_t gate(const GateArgs& args, int num_sms, cudaStream_t stream);
+// What the gate needs to know of its device, read once at plan creation.
+struct GateDevice {
+  int num_sms;
+  int cluster_ok;  // thread-block clusters (sm_90): n_embd is then split over a cluster
+};
+cudaError_t gate_device(int device, GateDevice* out);
+
+// The cluster size gate() uses for these sizes (1: no split).
+int gate_splits(int32_t n_rows, int32_t R, int64_t n_embd, const GateDevice& dev);
+
+// Enqueues the gate. The arguments are the plan's, validated at its creation (types, shapes,
+// Q8_0 rows a multiple of 32, at most 65535 tiles of 16 rows); never allocates.
+cudaError_t gate(const GateArgs& args, const GateDevice& dev, cudaStream_t stream);
 
 }  // namespace dfsel::cuda

@@ -2,6 +2,10 @@
 // in the widest unit that the sources, the strides and the row size allow.
 #include "kernels/pack_records.cuh"
 
+#include <assert.h>
+
+#include "kernels/common/row_source.cuh"
+
 namespace dfsel::cuda {
 namespace {
 
@@ -24,7 +28,7 @@ __global__ void __launch_bounds__(kWarps * 32) pack_kernel(PackRecordsArgs a, si
   if (item < n_cands) {
     const int d = (int)(item / l.k), j = (int)(item % l.k);
     const int32_t id = layout_cands(l, a.send)[item].id;
-    const bool mine = id >= a.v_begin && id < a.v_end;
+    const bool mine = owns_token(a.v_begin, a.v_end, id);
     const size_t off = mine ? (size_t)(id - a.v_begin) * a.cb_row_stride : 0;
     copy_row<U>(layout_row(l, a.send, d, j, 0), mine ? (const uint8_t*)a.e_prev + off : nullptr,
                 bytes, lane);
@@ -33,7 +37,7 @@ __global__ void __launch_bounds__(kWarps * 32) pack_kernel(PackRecordsArgs a, si
   } else if (item < n_cands + l.n_blocks) {
     const int b = (int)(item - n_cands);
     const int32_t anchor = a.anchors[b];
-    const bool mine = anchor >= a.v_begin && anchor < a.v_end;
+    const bool mine = owns_token(a.v_begin, a.v_end, anchor);
     if (lane < 4) layout_anchor_owned(l, a.send, b)[lane] = lane == 0 && mine ? 1 : 0;
     if (mine)
       copy_row<U>(layout_anchor_row(l, a.send, b),
@@ -47,14 +51,12 @@ __global__ void __launch_bounds__(kWarps * 32) pack_kernel(PackRecordsArgs a, si
 cudaError_t pack_records(const PackRecordsArgs& a, cudaStream_t stream) {
   const ExchangeLayout& l = a.layout;
   const size_t bytes = a.cb_row_bytes;
-  if (!l.sharded || !a.send || !a.e_prev || !a.e_next || a.v_end < a.v_begin ||
-      l.n_drafted < 0 || l.n_blocks < 0 || l.k < 1 || (l.n_blocks > 0 && !a.anchors) ||
-      bytes == 0 || bytes > l.row_pad)
-    return cudaErrorInvalidValue;
+  // The plan's arguments: sharded layout, rows of at most row_pad bytes (validated at creation).
+  assert(l.sharded && a.send && bytes > 0 && bytes <= l.row_pad);
   const int64_t items = (int64_t)l.n_drafted * l.k + l.n_blocks;
   if (items == 0) return cudaSuccess;
   const int64_t grid = (items + kWarps - 1) / kWarps;
-  if (grid > 0x7fffffff) return cudaErrorInvalidValue;
+  if (grid > 0x7fffffff) return cudaErrorInvalidValue;  // a grid dimension's limit
 
   // The destination rows are 16-byte aligned (layout) when send is; the unit must also divide
   // the sources' alignment, their stride and the row size.

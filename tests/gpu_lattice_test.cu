@@ -121,7 +121,9 @@ void check_gate(const GateCase& c, uint64_t seed, bool graph) {
   dh.upload(h);
   const cuda::GateArgs a{dw.get(), c.w, w_nb1, dh.get(), c.h, h_nb1, c.E, c.R,
                          RowMap{L, c.block, 1}, n_rows, dg.get()};
-  ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::gate(a, num_sms(), st); }, 1,
+  cuda::GateDevice dev{};
+  CUDA_OK(cuda::gate_device(0, &dev));
+  ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::gate(a, dev, st); }, 1,
                                  graph, [&] { dg.poison(); }));
   CUDA_OK(cudaDeviceSynchronize());
   const auto got = dg.download();
@@ -285,12 +287,11 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
   counters.zero();
   error.upload(&error_init, 1);
   cuda::LatticeArgs a{};
-  a.recv = recv.get(); a.layout = l; a.n_ranks = S;
-  a.k = K; a.rank = pb.R; a.block_size = pb.block; a.n_blocks = pb.blocks;
+  a.rows = RowSource{recv.get(), l, S, e_prev.get(), e_next.get(), pb.cb_row, pb.V};
+  a.k = K; a.R = pb.R; a.block_size = pb.block; a.n_blocks = pb.blocks;
   a.transform = Transform{pb.mode.scale, pb.mode.softcap};
-  a.e_prev = e_prev.get(); a.e_next = e_next.get(); a.cb_type = pb.cb; a.cb_row_stride = pb.cb_row;
-  a.n_vocab = pb.V; a.anchors = d_anchors.get(); a.g = g.get();
-  a.temperature = pb.mode.temperature; a.p_min = pb.mode.p_min; a.seed = pb.seed;
+  a.cb_type = pb.cb; a.anchors = d_anchors.get(); a.g = g.get();
+  a.walk = WalkParams{pb.mode.temperature, pb.mode.p_min, pb.seed};
   a.cand_ids = cand_ids.get(); a.unary = unary.get(); a.scores = scores.get();
   a.q = pb.mode.temperature > 0.0f ? q.get() : nullptr;
   a.path = path.get(); a.n_emitted = n_emitted.get();
@@ -298,7 +299,9 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
   a.lattice = lattice.get(); a.choices = choices.get();
   a.block_counters = counters.get();
   a.error = error.get();
-  ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::score_lattice(a, st); },
+  cuda::LatticeLaunch launch{};
+  CUDA_OK(cuda::lattice_launch(a, 0, &launch));
+  ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::score_lattice(a, launch, st); },
                                  launches, graph, [&] {
                                    for (auto* b : {&unary, &scores, &q, &packed, &lattice}) b->poison();
                                    for (auto* b : {&cand_ids, &path, &n_emitted}) b->poison();
@@ -389,8 +392,8 @@ Expect expect(const Problem& pb, const std::vector<std::vector<uint8_t>>& sends,
   const bool sampling = pb.mode.temperature > 0.0f;
   for (int b = 0; b < pb.blocks; ++b) {
     const float* lat = &e.lattice[(size_t)b * L * K * K];
-    ref::walk_block(lat, &e.merged[(size_t)b * L * K], L, K, pb.mode.temperature, pb.mode.p_min,
-                    pb.seed, (uint32_t)b, &e.path[(size_t)b * L], &e.n_emitted[b],
+    ref::walk_block(lat, &e.merged[(size_t)b * L * K], L, K, WalkParams{pb.mode.temperature, pb.mode.p_min, pb.seed},
+                    (uint32_t)b, &e.path[(size_t)b * L], &e.n_emitted[b],
                     sampling ? &e.q[(size_t)b * L * K] : nullptr);
     e.clear[b] = clear_steps(pb, lat, b);
   }

@@ -1,10 +1,12 @@
-// The CUDA backend: set-up allocates and validates; a run only enqueues kernels on the
-// caller's stream (top-K + gate [+ record rows], exchange, lattice + walk), allocates nothing
-// and can be captured in a CUDA graph.
+// The CUDA backend: set-up allocates, reads the device once and decides every launch (the
+// top-K's split per row count, the gate's device, the lattice's carve and shared-memory
+// limit); a run only enqueues kernels on the caller's stream (top-K + gate [+ record rows],
+// exchange, lattice + walk), allocates nothing and can be captured in a CUDA graph.
 #include <cuda_runtime.h>
 
 #include <cinttypes>
 #include <cstring>
+#include <vector>
 
 #include "host/backend/backend.h"
 #include "host/backend/cuda_status.h"
@@ -85,6 +87,7 @@ class CudaBackend final : public Backend {
       return fail(DFSEL_INVALID_ARGUMENT, "device = %d is outside the %d CUDA devices present", desc_.device, n);
     DeviceGuard g(desc_.device);
     DFSEL_TRY(sm_count(desc_.device, &num_sms_));
+    DFSEL_CUDA_TRY(cuda::gate_device(desc_.device, &gate_dev_), "reading the device's attributes");
     c_ = carve(desc_, sh_, num_sms_);
     if (desc_.workspace) {
       if (desc_.workspace_bytes < c_.total)
@@ -105,6 +108,14 @@ class CudaBackend final : public Backend {
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
+    plan_topk_splits();
+    cuda::LatticeArgs shape = lattice_args(desc_.config.max_blocks);
+    const cudaError_t e = cuda::lattice_launch(shape, desc_.device, &lattice_);
+    if (e == cudaErrorInvalidValue)
+      return fail(DFSEL_UNSUPPORTED, "the lattice for K = %d, R = %d, block_size = %d and %d ranks needs %zu bytes of shared "
+                  "memory, more than device %d has per block", sh_.k, sh_.R, sh_.block_size, sh_.n_ranks,
+                  lattice_.smem.bytes, desc_.device);
+    DFSEL_CUDA_TRY(e, "setting up the lattice kernel");
     DFSEL_CUDA_TRY(cudaDeviceSynchronize(), "set-up");
     return Status::success();
   }
@@ -132,6 +143,7 @@ class CudaBackend final : public Backend {
     t.out_stride = (size_t)sh_.k;
     t.scratch = base_ + c_.scratch;
     t.shares_sms = 1;  // the gate runs beside it (below)
+    t.splits = in.n_blocks < (int32_t)splits_.size() ? splits_[in.n_blocks] : 1;
     // The gate does not depend on the top-K: it runs beside it on a side stream that forks
     // from the caller's stream here and joins it in finish(), just before the lattice, its only
     // reader; the exchange and record packing need only the top-K and do not wait for it (a
@@ -147,11 +159,11 @@ class CudaBackend final : public Backend {
     g.h_type = in.hidden.type;
     g.h_row_stride = in.hidden.nb[1];
     g.n_embd = sh_.n_embd;
-    g.rank = sh_.R;
+    g.R = sh_.R;
     g.map = map;
     g.n_rows = l.n_drafted;
     g.g = reinterpret_cast<float*>(base_ + c_.g);
-    DFSEL_CUDA_TRY(cuda::gate(g, num_sms_, side_), "gate launch");
+    DFSEL_CUDA_TRY(cuda::gate(g, gate_dev_, side_), "gate launch");
     DFSEL_CUDA_TRY(cudaEventRecord(join_, side_), "cudaEventRecord");
     if (sh_.sharded) {
       cuda::PackRecordsArgs p{};
@@ -174,25 +186,9 @@ class CudaBackend final : public Backend {
     DeviceGuard guard(desc_.device);
     // The gate (select) joins here: the lattice reads g.
     DFSEL_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), join_, 0), "cudaStreamWaitEvent");
-    cuda::LatticeArgs a{};
-    a.recv = static_cast<const uint8_t*>(recv_buffer());
-    a.layout = sh_.layout_for(in.n_blocks);
-    a.n_ranks = desc_.shard.n_ranks;
-    a.k = sh_.k;
-    a.rank = sh_.R;
-    a.block_size = sh_.block_size;
-    a.n_blocks = in.n_blocks;
-    a.transform = sh_.transform;
-    a.e_prev = desc_.e_prev.data;
-    a.e_next = desc_.e_next.data;
-    a.cb_type = desc_.e_prev.type;
-    a.cb_row_stride = desc_.e_prev.nb[1];
-    a.n_vocab = sh_.n_vocab;
+    cuda::LatticeArgs a = lattice_args(in.n_blocks);
     a.anchors = in.anchors;
-    a.g = reinterpret_cast<const float*>(base_ + c_.g);
-    a.temperature = in.temperature;
-    a.p_min = in.p_min;
-    a.seed = in.seed;
+    a.walk = WalkParams{in.temperature, in.p_min, in.seed};
     a.cand_ids = out.cand_ids;
     a.unary = out.unary;
     a.scores = out.scores;
@@ -201,12 +197,7 @@ class CudaBackend final : public Backend {
     a.n_emitted = out.n_emitted;
     a.packed = out.packed;
     a.packed_row_stride = out.packed_row_stride;
-    a.n_embd = sh_.n_embd;
-    a.lattice = reinterpret_cast<float*>(base_ + c_.lattice);
-    a.choices = reinterpret_cast<int2*>(base_ + c_.choices);
-    a.block_counters = reinterpret_cast<unsigned*>(base_ + c_.counters);
-    a.error = reinterpret_cast<int32_t*>(base_ + c_.error);
-    DFSEL_CUDA_TRY(cuda::score_lattice(a, static_cast<cudaStream_t>(stream)), "score_lattice launch");
+    DFSEL_CUDA_TRY(cuda::score_lattice(a, lattice_, static_cast<cudaStream_t>(stream)), "score_lattice launch");
     return Status::success();
   }
 
@@ -247,10 +238,51 @@ class CudaBackend final : public Backend {
   void* send_buffer() { return base_ + c_.send; }
   void* recv_buffer() { return base_ + c_.recv; }
 
+  // The lattice's arguments that do not change between runs of n_blocks blocks.
+  cuda::LatticeArgs lattice_args(int32_t n_blocks) {
+    cuda::LatticeArgs a{};
+    a.rows = RowSource{static_cast<const uint8_t*>(recv_buffer()), sh_.layout_for(n_blocks), sh_.n_ranks,
+                       static_cast<const uint8_t*>(desc_.e_prev.data), static_cast<const uint8_t*>(desc_.e_next.data),
+                       desc_.e_prev.nb[1], sh_.n_vocab};
+    a.k = sh_.k;
+    a.R = sh_.R;
+    a.block_size = sh_.block_size;
+    a.n_blocks = n_blocks;
+    a.cb_type = desc_.e_prev.type;
+    a.transform = sh_.transform;
+    a.g = reinterpret_cast<const float*>(base_ + c_.g);
+    a.n_embd = sh_.n_embd;
+    a.lattice = reinterpret_cast<float*>(base_ + c_.lattice);
+    a.choices = reinterpret_cast<int2*>(base_ + c_.choices);
+    a.block_counters = reinterpret_cast<unsigned*>(base_ + c_.counters);
+    a.error = reinterpret_cast<int32_t*>(base_ + c_.error);
+    return a;
+  }
+
+  // The top-K's split for every block count that splits rows (more rows split less; past the
+  // table every row is one CTA).
+  void plan_topk_splits() {
+    cuda::ShardTopKArgs t{};
+    t.n_cols = sh_.v_end - sh_.v_begin;
+    t.k = sh_.k;
+    t.id_offset = sh_.v_begin;
+    t.shares_sms = 1;
+    splits_.assign(1, 1);
+    for (int32_t nb = 1; nb <= desc_.config.max_blocks; ++nb) {
+      t.n_rows = nb * sh_.L;
+      const int s = cuda::shard_topk_splits(t, num_sms_);
+      if (s <= 1) break;
+      splits_.push_back(s);
+    }
+  }
+
   dfsel_plan_desc desc_;
   PlanShape sh_;
   CudaCarve c_{};
   int num_sms_ = 0;
+  cuda::GateDevice gate_dev_{};
+  cuda::LatticeLaunch lattice_{};
+  std::vector<int> splits_;  // top-K CTAs per row for n_blocks = index
   void* owned_ = nullptr;
   uint8_t* base_ = nullptr;
   cudaEvent_t ready_ = nullptr;

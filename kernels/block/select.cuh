@@ -30,9 +30,7 @@ constexpr int kDirectThreads = 64;
 // for every K <= 64 when kSelectThreads >= 64).
 template <int KB>
 constexpr int select_groups() {
-  return (KB <= 8 ? 32 : KB <= 16 ? 64 : KB <= 32 ? 128 : 256) < kSelectThreads
-             ? (KB <= 8 ? 32 : KB <= 16 ? 64 : KB <= 32 ? 128 : 256)
-             : kSelectThreads;
+  return 4 * KB < kSelectThreads ? 4 * KB : kSelectThreads;
 }
 
 // KB: the compile-time bound on k; M: items per thread in one tile.
