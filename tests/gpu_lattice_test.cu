@@ -148,6 +148,19 @@ TEST(GpuGate, MatchesReference) {
   ASSERT_NO_FATAL_FAILURE(check_gate(cases[0], seed, true));  // cluster launch in a graph
 }
 
+// The gate's paths at sanitizer sizes: each W_h and hidden type, 16-byte and element loads,
+// with and without an n_embd split over a cluster.
+TEST(GpuGate, SmallShapesForSanitizers) {
+  DFSEL_REQUIRE_GPUS(1);
+  const GateCase cases[] = {
+      {96, 8, DFSEL_TYPE_F32, DFSEL_TYPE_F16, 1, 2, 0, 0},     {1024, 32, DFSEL_TYPE_F16, DFSEL_TYPE_F16, 1, 6, 0, 0},
+      {1000, 40, DFSEL_TYPE_F32, DFSEL_TYPE_F32, 2, 5, 0, 0},  {512, 16, DFSEL_TYPE_Q8_0, DFSEL_TYPE_BF16, 1, 4, 0, 0},
+      {768, 24, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, 2, 5, 16, 4},
+  };
+  uint64_t seed = fresh_seed();
+  for (const GateCase& c : cases) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false));
+}
+
 // ---- lattice ----
 
 struct Mode {
@@ -562,6 +575,27 @@ TEST(GpuLattice, CountersResetSoLaunchesAndGraphReplaysRepeat) {
     expect_bitwise(again, once);
     expect_bitwise(replay, once);
   }
+}
+
+// The lattice's paths at sanitizer sizes: K buckets 8, 16 and 64, every codebook type, one and
+// three ranks, both placements, greedy and sampling with p_min.
+TEST(GpuLattice, SmallShapesForSanitizers) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int K : {8, 16, 64})
+    for (int ti = 0; ti < 4; ++ti) {
+      const Mode m = ti % 2 ? Mode{0.8f, 0.05f, 20.0f, 1.0f} : Mode{0.0f, 0.1f, 0.0f, 1.5f};
+      const Problem pb = make_problem(K, 32, kCbTypes[ti], 2, 5, m, rng());
+      for (int S : {1, 3})
+        for (bool sharded : {false, true}) {
+          SCOPED_TRACE("K=" + std::to_string(K) + " cb=" + dfsel_type_name(pb.cb) + " S=" + std::to_string(S) +
+                       (sharded ? " sharded" : " replicated"));
+          DevOut out;
+          ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, S, sharded, rng, &out));
+        }
+    }
 }
 
 }  // namespace

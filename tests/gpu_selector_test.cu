@@ -192,5 +192,26 @@ TEST(GpuSelector, OutOfRangeAnchorIsReported) {
   EXPECT_EQ(y.status, DFSEL_SUCCESS) << y.error;
 }
 
+// The whole step on the CUDA backend at sanitizer sizes: one and three shards on one GPU,
+// both placements, greedy with p_min and sampling, packed rows (E fits K + K*K).
+TEST(GpuSelector, SmallShapesForSanitizers) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(fresh_seed());
+  for (int K : {1, 6})
+    for (int S : {1, 3})
+      for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
+        Case c;
+        c.K = K;
+        c.cb_t = S == 3 ? DFSEL_TYPE_BF16 : DFSEL_TYPE_F32;
+        c.logits_t = K == 6 ? DFSEL_TYPE_F16 : DFSEL_TYPE_F32;
+        Variant v;
+        if (S > 1) v.bounds = random_bounds(c.V, S, K, rng);
+        v.placement = pl;
+        v.temperature = pl == DFSEL_CODEBOOKS_SHARDED ? 0.9f : 0.0f;
+        v.p_min = 0.05f;
+        expect_gpu_matches_cpu(c, rng(), v);
+      }
+}
+
 }  // namespace
 }  // namespace dfsel::test

@@ -464,5 +464,27 @@ TEST(GpuShardTopK, RunsWithKEqualToTheRow) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// Every path of the top-K at sizes compute-sanitizer finishes quickly (scripts/gpu-check.sh):
+// each stored type, the K buckets, one CTA a row and split rows (9000 columns split in 4 with
+// few rows), the special fills, strided and unaligned rows.
+TEST(GpuShardTopK, SmallShapesForSanitizers) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
+    for (Fill f : {Fill::kRandom, Fill::kTies, Fill::kSpecial, Fill::kFewFinite})
+      for (int32_t k : {1, 16, 64})
+        for (int64_t cols : {(int64_t)k, (int64_t)300, (int64_t)9000}) {
+          TopKCase c;
+          c.type = t;
+          c.fill = f;
+          c.k = k;
+          c.n_cols = cols;
+          c.n_rows = cols > 1000 ? 2 : 3;
+          c.base_elems = f == Fill::kTies ? 3 : 0;
+          c.pad_elems = f == Fill::kSpecial ? 5 : 0;
+          expect_matches_reference(c, seed + (int)f * 1000 + k + cols + t);
+        }
+}
+
 }  // namespace
 }  // namespace dfsel::test
