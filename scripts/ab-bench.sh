@@ -32,13 +32,16 @@ if [ $build = 1 ]; then
   (cd "$old" && bash scripts/build.sh "$PWD/build-ab" -DDFSEL_BUILD_TESTS=OFF) >"$out/build-old.log" 2>&1 ||
     { tail -30 "$out/build-old.log"; exit 1; }
 fi
+# The runs' own files stay in a scratch folder; the table and ab.json (every run's times) go to out.
+runs=$(mktemp -d)
 a=() b=()
 for i in $(seq 1 "$reps"); do
   "$old/build-ab/bench/dfsel_bench" --benchmark_filter="$filter" --benchmark_min_time="$min_time" \
-    --benchmark_out="$out/old-$i.json" --benchmark_out_format=json >"$out/old-$i.log" 2>&1
+    --benchmark_out="$runs/old-$i.json" --benchmark_out_format=json >"$runs/old-$i.log" 2>&1
   build-gpu/bench/dfsel_bench --benchmark_filter="$filter" --benchmark_min_time="$min_time" \
-    --benchmark_out="$out/new-$i.json" --benchmark_out_format=json >"$out/new-$i.log" 2>&1
-  a+=("$out/old-$i.json") b+=("$out/new-$i.json")
+    --benchmark_out="$runs/new-$i.json" --benchmark_out_format=json >"$runs/new-$i.log" 2>&1
+  a+=("$runs/old-$i.json") b+=("$runs/new-$i.json")
+  echo "ab: pass $i of $reps done"
 done
 python3 bench/compare_ab.py --a "${a[@]}" --b "${b[@]}" --json-out "$out/ab.json" \
   --command "scripts/ab-bench.sh OLD $*"
