@@ -1,12 +1,13 @@
 // Measured floors for shard_topk, timed the same way (graph replay, DESIGN section 5):
 //   LaunchFloor  an empty kernel with shard_topk's grid: what one launch costs per call in a
 //                graph of back-to-back launches, before any byte is read
-//   ReadFloor    shard_topk's structure with the selection taken out: the same grid (rows split
+//   TopKGridRead shard_topk's structure with the selection taken out: the same grid (rows split
 //                into the same chunks), the same 16-byte streaming loads, 4 per thread in flight,
 //                a max per CTA, and the same ticket so that the last CTA of a row combines the
-//                row's partial results. No one-launch split-row top-K can beat it; the distance
-//                from ShardTopK to it is the selection's own cost.
-// Names: ReadFloor/tokens:16/vocab:124160/f32, bytes = the logits read.
+//                row's partial results. It measures that structure, not the hardware (the honest
+//                floor is ReadFloor, plain_read_bench.cu); the distance from ShardTopK to it is
+//                the selection's own cost.
+// Names: TopKGridRead/tokens:16/vocab:124160/f32, bytes = the logits read.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -136,13 +137,13 @@ void read_floor(benchmark::State& state, int32_t rows, int64_t vocab, int forced
     for (int64_t v : {(int64_t)124160, (int64_t)248320}) {
       benchmark::RegisterBenchmark(shape_name("LaunchFloor", rows, v).c_str(), launch_floor, rows, v)
           ->UseManualTime()->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(shape_name("ReadFloor", rows, v).c_str(), read_floor, rows, v, 0)
+      benchmark::RegisterBenchmark(shape_name("TopKGridRead", rows, v).c_str(), read_floor, rows, v, 0)
           ->UseManualTime()->Unit(benchmark::kMicrosecond);
     }
   // Other grids for few rows: whether a split count other than shard_topk's reads faster.
   for (int32_t rows : {1, 16})
     for (int splits : {8, 16, 24, 33, 48, 66, 132, 264})
-      benchmark::RegisterBenchmark((shape_name("ReadFloorSplits", rows, 124160) + "/splits:" + std::to_string(splits)).c_str(),
+      benchmark::RegisterBenchmark((shape_name("TopKGridReadSplits", rows, 124160) + "/splits:" + std::to_string(splits)).c_str(),
                                    read_floor, rows, (int64_t)124160, splits)
           ->UseManualTime()->Unit(benchmark::kMicrosecond);
   return true;

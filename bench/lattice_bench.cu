@@ -19,7 +19,7 @@ namespace {
 constexpr int kR = 256, kK = 16, kBlock = 16, kL = kBlock - 1;
 constexpr int64_t kEmbd = 5120, kVocab = 248320;
 
-void gate_bench(benchmark::State& state, int blocks) {
+void gate_bench(benchmark::State& state, int blocks, int max_split) {
   const int rows = blocks * kL, n_tokens = blocks * kBlock;
   DeviceMem w, h, g;
   if (!cuda_ok(state, w.alloc((size_t)kR * kEmbd * 2), "cudaMalloc") ||
@@ -42,6 +42,8 @@ void gate_bench(benchmark::State& state, int blocks) {
   a.g = g.as<float>();
   cuda::GateDevice dev{};
   if (!cuda_ok(state, cuda::gate_device(0, &dev), "gate_device")) return;
+  if (max_split > 0) dev.max_split = max_split;
+  state.counters["cluster"] = cuda::gate_splits(rows, kR, kEmbd, dev);
   time_graph(state, 1, (double)kR * kEmbd * 2 + (double)rows * kEmbd * 4,
              [&](int, cudaStream_t st) { return cuda::gate(a, dev, st); });
 }
@@ -102,9 +104,14 @@ void lattice_bench(benchmark::State& state, int blocks) {
 const bool registered = [] {
   for (int blocks : {1, 16}) {
     const std::string shape = "/tokens:" + std::to_string(blocks * kBlock) + "/vocab:248320/k:16/bf16";
-    benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks, 0)->UseManualTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, blocks)
         ->UseManualTime()->Unit(benchmark::kMicrosecond);
+    // The cluster-size sweep the gate's split is tuned on (16 needs non-portable clusters).
+    for (int max_split : {1, 2, 4, 16})
+      benchmark::RegisterBenchmark(("GateSplits" + shape + "/max_split:" + std::to_string(max_split)).c_str(), gate_bench,
+                                   blocks, max_split)
+          ->UseManualTime()->Unit(benchmark::kMicrosecond);
   }
   return true;
 }();

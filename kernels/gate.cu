@@ -28,7 +28,7 @@ constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // W_h rows
 constexpr int kTile = 16;                           // selected rows
 constexpr int kChunk = 256;                         // n_embd elements per pass
-constexpr int kMaxSplit = 8;                        // portable cluster size
+constexpr int kPortableSplit = 8;                   // the portable cluster size
 // 128 registers a thread: one gate CTA fits on an SM beside the top-K's CTAs (shard_topk
 // sizes its grid to leave that room), so the two kernels of a step overlap.
 constexpr int kGateCtasPerSm = 4;
@@ -190,6 +190,11 @@ cudaError_t launch(const GateArgs& a, dim3 grid, int n_split, cudaStream_t strea
     cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
+  if (kCluster && n_split > kPortableSplit) {  // tuning only (GateDevice::max_split)
+    const cudaError_t e = cudaFuncSetAttribute(gate_kernel<W, H, kVec, kCluster>,
+                                               cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e != cudaSuccess) return e;
+  }
   return cudaLaunchKernelEx(&cfg, gate_kernel<W, H, kVec, kCluster>, a, n_split);
 }
 
@@ -198,6 +203,7 @@ cudaError_t launch(const GateArgs& a, dim3 grid, int n_split, cudaStream_t strea
 cudaError_t gate_device(int device, GateDevice* out) {
   cudaError_t e = cudaDeviceGetAttribute(&out->num_sms, cudaDevAttrMultiProcessorCount, device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&out->cluster_ok, cudaDevAttrClusterLaunch, device);
+  out->max_split = kPortableSplit;
   return e;
 }
 
@@ -208,7 +214,7 @@ int gate_splits(int32_t n_rows, int32_t R, int64_t n_embd, const GateDevice& dev
   const int64_t n_chunks = (n_embd + kChunk - 1) / kChunk;
   int n_split = 1;
   if (dev.cluster_ok) {
-    while (n_split < kMaxSplit && 2 * n_split <= n_chunks &&
+    while (n_split < dev.max_split && 2 * n_split <= n_chunks &&
            (int64_t)row_groups * tiles * n_split < 2 * (int64_t)dev.num_sms)
       n_split *= 2;
   }

@@ -28,6 +28,7 @@ struct GateArgs {
 struct GateDevice {
   int num_sms;
   int cluster_ok;  // thread-block clusters (sm_90): n_embd is then split over a cluster
+  int max_split;   // the largest cluster: 8, the portable size (benchmarks sweep others)
 };
 cudaError_t gate_device(int device, GateDevice* out);
 
