@@ -2,6 +2,14 @@
 // that filling gigabytes of logits and codebooks takes milliseconds, not seconds.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include <string>
+
+#include <memory>
+
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -81,5 +89,24 @@ class DeviceMem {
   void* p_ = nullptr;
   int device_ = -1;
 };
+
+// `copies` F32 inputs of rows x vocab hashed values (rotation_copies of them, so that
+// back-to-back calls miss L2); false with the benchmark skipped when an allocation fails.
+inline bool hashed_logits(benchmark::State& state, int32_t rows, int64_t vocab, int copies,
+                          std::vector<std::unique_ptr<DeviceMem>>* in) {
+  const size_t bytes = (size_t)rows * vocab * 4;
+  for (int c = 0; c < copies; ++c) {
+    in->push_back(std::make_unique<DeviceMem>());
+    const cudaError_t a = in->back()->alloc(bytes);
+    const cudaError_t f = a == cudaSuccess ? fill_hashed(in->back()->get(), DFSEL_TYPE_F32, (size_t)rows * vocab, 12.0f,
+                                                         7654321ull * (c + 1))
+                                           : a;
+    if (f != cudaSuccess) {
+      state.SkipWithError((std::string("allocating and filling the inputs: ") + cudaGetErrorString(f)).c_str());
+      return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace dfsel::bench

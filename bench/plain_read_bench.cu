@@ -108,13 +108,7 @@ void read_floor(benchmark::State& state, int32_t rows, int64_t vocab) {
   const size_t bytes = (size_t)rows * vocab * 4;
   const int copies = rotation_copies(bytes);
   std::vector<std::unique_ptr<DeviceMem>> in;
-  for (int c = 0; c < copies; ++c) {
-    in.push_back(std::make_unique<DeviceMem>());
-    if (!cuda_ok(state, in.back()->alloc(bytes), "cudaMalloc of the inputs") ||
-        !cuda_ok(state, fill_hashed(in.back()->get(), DFSEL_TYPE_F32, (size_t)rows * vocab, 12.0f, 7654321ull * (c + 1)),
-                 "filling the inputs"))
-      return;
-  }
+  if (!hashed_logits(state, rows, vocab, copies, &in)) return;
   DeviceMem out;
   if (!cuda_ok(state, out.alloc((size_t)rows * 4), "cudaMalloc") ||
       !cuda_ok(state, cudaMemset(out.get(), 0, (size_t)rows * 4), "cudaMemset") ||
