@@ -3,15 +3,12 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
-
-#include <vector>
-
-#include <string>
-
-#include <memory>
-
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "dfsel/dfsel.h"
 #include "kernels/common/numeric.cuh"
