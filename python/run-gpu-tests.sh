@@ -34,7 +34,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpus
 "$py" -c "import sys, torch; print(sys.version); print('torch', torch.__version__, torch.version.cuda)" \
   >"$out/python.txt" 2>&1 || true
 
-step configure cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFSEL_CUDA=ON \
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+step configure cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DDFSEL_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DDFSEL_SHARED=ON -DDFSEL_BUILD_TESTS=OFF -DDFSEL_BUILD_TOOLS=OFF \
   -DDFSEL_BUILD_EXAMPLES=OFF -DDFSEL_BUILD_BENCH=ON || exit 1
 step build cmake --build "$build" -j"$jobs" --target dfsel_shared || exit 1
@@ -53,7 +55,7 @@ if [ "${n_gpus:-0}" -ge 2 ]; then
 fi
 PYTHONPATH=$tmp/site step bench_python "$py" "$root/bench/python/bench_step.py" --json "$out/bench_python.json" || true
 
-if grep -q 'dfsel_bench' "$build/build.ninja" 2>/dev/null; then
+if [ -f "$build/bench/CMakeFiles/dfsel_bench.dir/flags.make" ] || grep -qs 'dfsel_bench' "$build/build.ninja"; then
   if step build_bench cmake --build "$build" -j"$jobs" --target dfsel_bench; then
     step bench_cpp "$build/bench/dfsel_bench" --benchmark_filter='^SelectorStep/tokens:16/vocab:248320/' \
       --benchmark_min_time=0.05s --benchmark_out="$out/bench_cpp.json" --benchmark_out_format=json || true
