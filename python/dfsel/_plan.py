@@ -124,6 +124,7 @@ class Plan:
         self.top_k, self.block_size, self.n_embd = top_k, block_size, n_embd
         self.n_drafted = block_size - 1  # L, drafted positions per block
         self.max_blocks, self.v_begin, self.v_end, self.n_vocab = max_blocks, v_begin, v_end, n_vocab
+        self._dims = (top_k, self.n_drafted, block_size, n_embd)
         self.backend = "cuda" if d.backend == _abi.Backend.CUDA else "cpu"
         self.device = None if self._device == _arrays.CPU else self._device[1]
         self._inputs = _abi.Inputs()
@@ -178,7 +179,7 @@ class Plan:
         if out is None:
             want = ("cand_ids", "unary", "scores", "path", "n_emitted") + (("q",) if temperature > 0 else ()) \
                 + (("packed",) if packed else ())
-            out = self.outputs(n_blocks, want=want, framework=self._anchor_fw)
+            out = Outputs(n_blocks, self._dims, self._device, self._anchor_fw, want, {}, trusted=True)
         elif type(out) is not Outputs:
             raise Error(Status.INVALID_ARGUMENT, "out = %r: expected the dfsel.Outputs of plan.outputs()" % (out,))
         elif out.n_blocks < n_blocks or out.device != self._device:
@@ -207,8 +208,7 @@ class Plan:
         for k in arrays:
             if k not in ("cand_ids", "unary", "scores", "q", "path", "n_emitted", "packed"):
                 raise Error(Status.INVALID_ARGUMENT, "outputs(): %s is not an output" % k)
-        return Outputs(n_blocks, (self.top_k, self.n_drafted, self.block_size, self.n_embd), self._device,
-                       framework or self._framework, want, arrays)
+        return Outputs(n_blocks, self._dims, self._device, framework or self._framework, want, arrays)
 
     def run(self, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, seed=0, stream=None,
             out=None, packed=False):

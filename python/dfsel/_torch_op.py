@@ -13,6 +13,7 @@ from typing import Tuple
 import torch
 
 from ._abi import Error, Status
+from ._outputs import Outputs
 from ._plan import registry
 
 Tensor = torch.Tensor
@@ -40,8 +41,8 @@ def select(logits: Tensor, hidden: Tensor, anchors: Tensor, plan: int, temperatu
     cand_ids, unary, scores, q, path, n_emitted = _empty(p, logits, anchors.shape[0])
     if temperature <= 0:
         q.zero_()
-    out = p.outputs(anchors.shape[0], want=(), cand_ids=cand_ids, unary=unary, scores=scores, q=q,
-                    path=path, n_emitted=n_emitted)
+    arrays = dict(cand_ids=cand_ids, unary=unary, scores=scores, q=q, path=path, n_emitted=n_emitted)
+    out = Outputs(anchors.shape[0], p._dims, p._device, "torch", (), arrays, trusted=True)
     p.run(logits, hidden, anchors, temperature=temperature, p_min=p_min, seed=seed, out=out)
     return cand_ids, unary, scores, q, path, n_emitted
 

@@ -82,6 +82,7 @@ W = weights()
     ("backend", "tpu", Status.INVALID_ARGUMENT, ["backend = 'tpu'"]),
     ("backend", "cuda", Status.INVALID_ARGUMENT, ["backend = cuda but e_prev is in host memory"]),
     ("nccl_comm", "comm", Status.INVALID_ARGUMENT, ["nccl_comm = 'comm'"]),
+    ("nccl_comm", 1234, Status.UNSUPPORTED, ["nccl_comm is set but the CPU backend"]),
     ("top_k", 300, Status.INVALID_ARGUMENT, ["config.top_k = 300"]),
     ("codebook_rank", 16, Status.INVALID_ARGUMENT, ["e_prev.ne[0] = 32, expected 16"]),
     ("v_end", 300, Status.INVALID_ARGUMENT, ["shard vocabulary range [0, 300)"]),
@@ -202,3 +203,21 @@ def test_ml_dtypes_bfloat16_when_present():
     a = p.run(bf, hidden, anchors)
     b = p.run(dfsel.typed(bf.view(np.uint16), "bf16"), hidden, anchors)
     assert a.scores.tobytes() == b.scores.tobytes()
+
+
+def test_repeated_runs_read_each_new_array():
+    """Runs with arrays of an already seen dtype, shape and strides take the short path; they
+    must still read the new arrays (and a new shape must be checked again)."""
+    p, fresh = make(), make()
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        logits, hidden, anchors = inputs()
+        logits = rng.standard_normal(logits.shape).astype(np.float32)
+        anchors = rng.integers(0, V, 2).astype(np.int32)
+        a = p.run(logits, hidden, anchors)
+        b = fresh.run(logits.copy(), hidden.copy(), anchors.copy())
+        assert a.cand_ids.tobytes() == b.cand_ids.tobytes() and a.path.tobytes() == b.path.tobytes()
+    one = p.run(logits[:B], hidden[:B], anchors[:1])
+    assert one.path.shape == (1, B - 1)
+    with raises(Status.INVALID_ARGUMENT, "logits has 4 rows; expected n_blocks * block_size = 8"):
+        p.run(logits[:B], hidden, anchors)
