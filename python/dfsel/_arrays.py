@@ -33,13 +33,14 @@ class View:
 
 
 class typed:
-    """An array whose storage is read as dfsel type `type`: dfsel.typed(u16, "bf16") for BF16
-    held as uint16, dfsel.typed(blocks, "q8_0") for Q8_0 rows held as uint8 (34 bytes a block)."""
+    """An array whose storage is read as dfsel type `dtype` (a ggml name, a dfsel.Type, or a
+    torch / NumPy float dtype): dfsel.typed(u16, "bf16") for BF16 held as uint16,
+    dfsel.typed(blocks, "q8_0") for Q8_0 rows held as uint8 (34 bytes a block)."""
     __slots__ = ("array", "type")
 
-    def __init__(self, array, type):
+    def __init__(self, array, dtype, name="dtype"):
         self.array = array
-        self.type = parse_type(type, "type")
+        self.type = parse_type(dtype, name)
 
 
 def parse_type(t, name):

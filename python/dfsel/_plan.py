@@ -69,12 +69,13 @@ class Plan:
     """One shard of a DFlash2 selector. Weights (e_prev, e_next {V or V_shard rows, R};
     w_h {R rows, n_embd}) are NumPy arrays for the CPU backend, CUDA arrays for the CUDA
     backend; they must stay unchanged while the plan lives (the plan keeps them alive).
-    Raw storage is given as dfsel.typed(array, "bf16" / "q8_0" / ...)."""
+    Raw storage is given as dfsel.typed(array, "bf16" / "q8_0" / ...), or weight_dtype= for
+    all three weights. One thread at a time may run a plan (its input struct is reused)."""
 
     def __init__(self, *, n_vocab, n_embd, codebook_rank, top_k, block_size, max_blocks,
                  e_prev, e_next, w_h, logit_scale=1.0, softcap=0.0, rank=0, n_ranks=1,
                  v_begin=0, v_end=None, placement="replicated", backend="auto", device=None,
-                 nccl_comm=None, n_threads=0):
+                 nccl_comm=None, n_threads=0, weight_dtype=None):
         self._ptr = None
         lib = library()
         d = _abi.PlanDesc()
@@ -89,6 +90,8 @@ class Plan:
                       {"auto": _abi.Backend.AUTO, "cpu": _abi.Backend.CPU, "cuda": _abi.Backend.CUDA})
         views, keep = {}, []
         for name, w in (("e_prev", e_prev), ("e_next", e_next), ("w_h", w_h)):
+            if weight_dtype is not None and not isinstance(w, _arrays.typed):
+                w = _arrays.typed(w, weight_dtype, "weight_dtype")
             arr, explicit = _unwrap(w)
             v = _arrays.view(arr, name)
             views[name] = (v, _arrays.dfsel_type(v, name, explicit, _WEIGHTS))
@@ -136,9 +139,13 @@ class Plan:
         registry[self.handle] = self
 
     # -- inputs -------------------------------------------------------------------------
-    def _bind(self, slot, tensor, x, name, n_tokens, ne0):
+    def _bind(self, slot, tensor, x, name, n_tokens, ne0, dtype):
+        if dtype is not None and not isinstance(x, _arrays.typed):
+            x = _arrays.typed(x, dtype, name + "_dtype")
         arr, explicit = _unwrap(x)
-        sig = _signature(arr) if explicit is None else None
+        sig = _signature(arr)
+        if sig is not None:
+            sig = (sig, explicit)
         if sig is not None and sig == slot.sig:
             if slot.rows < n_tokens:
                 raise Error(Status.INVALID_ARGUMENT, "%s has %d rows; expected n_blocks * block_size = %d" % (
@@ -169,12 +176,12 @@ class Plan:
         self._inputs.n_blocks, self._anchor_sig, self._anchor_fw = n, sig, v.framework
         return n
 
-    def _prepare(self, logits, hidden, anchors, temperature, p_min, seed, out, packed):
+    def _prepare(self, logits, hidden, anchors, temperature, p_min, seed, out, packed, dtypes=(None, None)):
         n_blocks = self._n_blocks(anchors)
         n_tokens = n_blocks * self.block_size
         inp = self._inputs
-        self._bind(self._slots[0], inp.logits, logits, "logits", n_tokens, self.v_end - self.v_begin)
-        self._bind(self._slots[1], inp.hidden, hidden, "hidden", n_tokens, self.n_embd)
+        self._bind(self._slots[0], inp.logits, logits, "logits", n_tokens, self.v_end - self.v_begin, dtypes[0])
+        self._bind(self._slots[1], inp.hidden, hidden, "hidden", n_tokens, self.n_embd, dtypes[1])
         inp.temperature, inp.p_min, inp.seed = temperature, p_min, seed & _U64
         if out is None:
             want = ("cand_ids", "unary", "scores", "path", "n_emitted") + (("q",) if temperature > 0 else ()) \
@@ -211,15 +218,17 @@ class Plan:
         return Outputs(n_blocks, self._dims, self._device, framework or self._framework, want, arrays)
 
     def run(self, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, seed=0, stream=None,
-            out=None, packed=False):
+            out=None, packed=False, logits_dtype=None, hidden_dtype=None):
         """One selector step. logits [n_blocks*block_size, v_end - v_begin] and hidden
-        [n_blocks*block_size, n_embd] (F32, F16, BF16; rows contiguous, any row stride),
+        [n_blocks*block_size, n_embd] (F32, F16, BF16; rows contiguous, any row stride;
+        logits_dtype= / hidden_dtype= read raw storage, e.g. "bf16" for uint16),
         anchors [n_blocks] int32, all on the plan's device. Returns `out` (a dfsel.Outputs),
         or new outputs in the framework of `anchors`. CUDA: enqueued on `stream` (default: the
         caller's current stream), nothing waited for; plan.check() reports device-side errors."""
         if not self._ptr:
             raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
-        out = self._prepare(logits, hidden, anchors, temperature, p_min, seed, out, packed)
+        out = self._prepare(logits, hidden, anchors, temperature, p_min, seed, out, packed,
+                            (logits_dtype, hidden_dtype))
         st = self._lib.dfsel_plan_run(self._ptr, self._inputs_ref, out.ref, self._stream(stream))
         if st:
             raise self._error(st)
@@ -258,7 +267,7 @@ class Plan:
 
 
 def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, seed=0, streams=None,
-              out=None, packed=False):
+              out=None, packed=False, logits_dtype=None, hidden_dtype=None):
     """One step for several plans driven by this thread (dfsel_run_group): every rank of an
     in-process group, or this process's ranks of an NCCL group. logits, hidden, anchors (and
     streams, out when given) are sequences with one entry per plan. Returns a list of Outputs."""
@@ -275,7 +284,7 @@ def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, see
             raise Error(Status.INVALID_ARGUMENT, "plans[%d] is not an open dfsel.Plan" % i)
         try:
             outs.append(p._prepare(logits[i], hidden[i], anchors[i], temperature, p_min, seed,
-                                   None if out is None else out[i], packed))
+                                   None if out is None else out[i], packed, (logits_dtype, hidden_dtype)))
             handles.append(p._stream(None if streams is None else streams[i]))
         except Error as e:
             raise Error(e.status, "plans[%d]: %s" % (i, e.message)) if n > 1 else e

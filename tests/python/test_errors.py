@@ -92,9 +92,14 @@ def test_plan_arguments(name, value, status, words):
         make(**{name: value})
 
 
-def test_bad_type_name():
-    with raises(Status.INVALID_ARGUMENT, "type = 'q5_0'"):
+def test_bad_type_names():
+    with raises(Status.INVALID_ARGUMENT, "dtype = 'q5_0'"):
         dfsel.typed(W["e_prev"], "q5_0")
+    with raises(Status.INVALID_ARGUMENT, "weight_dtype = 'int4'"):
+        make(weight_dtype="int4")
+    logits, hidden, anchors = inputs()
+    with raises(Status.INVALID_ARGUMENT, "hidden_dtype = <class 'numpy.int32'>"):
+        make().run(logits, hidden, anchors, hidden_dtype=np.int32)
 
 
 def test_run_arguments():
@@ -192,7 +197,15 @@ def test_dlpack_and_typed_inputs_read_like_numpy():
     a = p.run(half, hidden, anchors)
     b = p.run(dfsel.typed(half.view(np.uint16), "f16"), hidden, anchors)
     b2 = p.run(dfsel.typed(half.view(np.uint16), np.float16), hidden, anchors)
-    assert a.scores.tobytes() == b.scores.tobytes() == b2.scores.tobytes()
+    b3 = p.run(half.view(np.uint16), hidden, anchors, logits_dtype="f16")
+    b4 = p.run(half.view(np.uint16), hidden.view(np.uint32), anchors, logits_dtype="f16", hidden_dtype=np.float32)
+    assert a.scores.tobytes() == b.scores.tobytes() == b2.scores.tobytes() == b3.scores.tobytes() == \
+        b4.scores.tobytes()
+    w = {k: (v.view(np.uint32) >> 16).astype(np.uint16) for k, v in W.items()}  # BF16 by truncation
+    c = make(weight_dtype="bf16", **w).run(logits, hidden, anchors)
+    d = make(e_prev=dfsel.typed(w["e_prev"], "bf16"), e_next=dfsel.typed(w["e_next"], "bf16"),
+             w_h=dfsel.typed(w["w_h"], "bf16")).run(logits, hidden, anchors)
+    assert c.scores.tobytes() == d.scores.tobytes()  # weight_dtype= is typed() on each weight
 
 
 def test_ml_dtypes_bfloat16_when_present():
