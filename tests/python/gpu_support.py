@@ -1,6 +1,7 @@
 """Shared by the GPU tests: the skip rules, problems of realistic size made with torch on the
-GPU, and the selector in plain torch (stable sort for the candidate order, gathers, einsum in
-float64) whose lattice feeds the same walk check as the CPU tests.
+GPU, and the selector in plain torch (stable sort and torch.topk for the candidates, gathers,
+einsum in float64) whose lattice feeds the argmax / sampling walk check of the CPU tests
+(selector_reference.check_walk, which recognises near-ties).
 
 With DFSEL_REQUIRE_GPU=1 (python/run-gpu-tests.sh) a missing torch, CUDA device or CUDA
 backend fails the GPU tests instead of skipping them.
@@ -80,9 +81,11 @@ def torch_lattice(p, scale=1.0):
     L = B - 1
     rows = torch.tensor([b * B + q for b in range(p.n_blocks) for q in range(1, B)], device=p.dev)
     z = p.logits[rows].float()
-    # candidate order: value descending, id ascending (a stable sort keeps ids in order)
+    # candidate order: value descending, id ascending. torch.topk leaves the order of equal
+    # values open, so the ids come from a stable sort and torch.topk checks the values.
     cand = torch.sort(z, dim=1, descending=True, stable=True).indices[:, :K]
     unary = torch.gather(z, 1, cand) * scale
+    assert torch.equal(torch.topk(z, K, dim=1).values * scale, unary)
     h = p.hidden[rows].double()
     w = p.w_h.double()
     g = torch.einsum("de,re->dr", h, w)
