@@ -1,5 +1,6 @@
 """Every failure of the wrappers raises dfsel.Error with a status and a message that names the
-argument; failures the library finds carry the library's message."""
+argument; failures the library finds carry the library's message (checked here for the
+argument and value it names, not for its wording, which is the library's to change)."""
 import numpy as np
 import pytest
 
@@ -82,10 +83,10 @@ W = weights()
     ("backend", "tpu", Status.INVALID_ARGUMENT, ["backend = 'tpu'"]),
     ("backend", "cuda", Status.INVALID_ARGUMENT, ["backend = cuda but e_prev is in host memory"]),
     ("nccl_comm", "comm", Status.INVALID_ARGUMENT, ["nccl_comm = 'comm'"]),
-    ("nccl_comm", 1234, Status.UNSUPPORTED, ["nccl_comm is set but the CPU backend"]),
+    ("nccl_comm", 1234, Status.UNSUPPORTED, ["nccl_comm", "CPU backend"]),
     ("top_k", 300, Status.INVALID_ARGUMENT, ["config.top_k = 300"]),
     ("codebook_rank", 16, Status.INVALID_ARGUMENT, ["e_prev.ne[0] = 32, expected 16"]),
-    ("v_end", 300, Status.INVALID_ARGUMENT, ["shard vocabulary range [0, 300)"]),
+    ("v_end", 300, Status.INVALID_ARGUMENT, ["[0, 300)"]),
 ])
 def test_plan_arguments(name, value, status, words):
     with raises(status, *words):
@@ -119,7 +120,7 @@ def test_run_arguments():
         (dict(anchors=np.arange(4, dtype=np.int32)[::2]), ["anchors is not contiguous"]),
         (dict(anchors=np.zeros(3, np.int32)), ["anchors has 3 elements", "max_blocks = 2"]),
         (dict(anchors=np.zeros(0, np.int32)), ["anchors has 0 elements"]),
-        (dict(anchors=np.array([1, V], np.int32)), ["inputs.anchors[1] = 256 is outside [0, 256)"]),
+        (dict(anchors=np.array([1, V], np.int32)), ["inputs.anchors[1] = 256"]),
         (dict(p_min=2.0), ["inputs.p_min = 2"]),
         (dict(temperature=float("nan")), ["inputs.temperature = nan"]),
         (dict(out={"path": None}), ["out = {'path': None}: expected the dfsel.Outputs"]),
@@ -132,7 +133,7 @@ def test_run_arguments():
             p.run(args.pop("logits"), args.pop("hidden"), args.pop("anchors"), **args)
     # the plan still runs after every refusal
     assert p.run(logits, hidden, anchors).n_emitted.shape == (2,)
-    with raises(Status.INVALID_ARGUMENT, "outputs.packed needs n_embd >= K + K*K = 72"):
+    with raises(Status.INVALID_ARGUMENT, "outputs.packed", "72"):
         make(top_k=8).run(logits, hidden, anchors, packed=True)
 
 
@@ -174,11 +175,11 @@ def test_run_group_arguments():
         dfsel.run_group([p0, "p1"], shards, [hidden] * 2, [anchors] * 2)
     with raises(Status.INVALID_ARGUMENT, "plans[1]: logits has shape (8, 256)"):
         dfsel.run_group([p0, p1], [shards[0], logits], [hidden] * 2, [anchors] * 2)
-    with raises(Status.INVALID_ARGUMENT, "1 plans given for a group of shard.n_ranks = 2"):
+    with raises(Status.INVALID_ARGUMENT, "shard.n_ranks = 2"):
         dfsel.run_group([p0], shards[:1], [hidden], [anchors])
     with raises(Status.INVALID_ARGUMENT, "plans is empty"):
         dfsel.run_group([], [], [], [])
-    with raises(Status.INVALID_ARGUMENT, "two plans have shard.rank = 0"):
+    with raises(Status.INVALID_ARGUMENT, "shard.rank = 0"):
         dfsel.run_group([p0, p0], [shards[0]] * 2, [hidden] * 2, [anchors] * 2)
     outs = dfsel.run_group([p0, p1], shards, [hidden] * 2, [anchors] * 2)
     assert outs[0].path.tobytes() == outs[1].path.tobytes()
