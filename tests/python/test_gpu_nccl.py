@@ -47,3 +47,26 @@ def test_two_ranks_over_nccl_are_bitwise_equal():
     for key in (("replicated", 0.0), ("replicated", 0.9), ("sharded", 0.0), ("sharded", 0.9)):
         assert r0[key] == r1[key], "ranks differ for %s" % (key,)
         assert r0[key] == r0[("single", key[1])], "two ranks differ from one GPU for %s" % (key,)
+
+
+def test_one_rank_communicator_from_cupy():
+    """nccl_comm= takes CuPy's communicator (its .ptr, or the object itself) on one GPU too:
+    a group of one gives the bits of a plan without a communicator."""
+    torch = torch_or_skip()
+    try:
+        from cupy.cuda import nccl
+    except ImportError as e:
+        pytest.skip("CuPy's NCCL binding is not importable: %s" % e)
+    from gpu_support import REALISTIC, TorchProblem
+
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
+    p = TorchProblem(torch, 55, 2, ldt=torch.float32, hdt=torch.bfloat16, wdt=torch.bfloat16, **REALISTIC)
+    want = p.plan().run(p.logits, p.hidden, p.anchors, temperature=0.5, seed=3)
+    for handle in (comm.ptr, comm):
+        plan = p.plan(nccl_comm=handle)
+        got = plan.run(p.logits, p.hidden, p.anchors, temperature=0.5, seed=3)
+        plan.check(timeout_ms=60000)
+        for k, v in want.as_dict().items():
+            assert v.cpu().numpy().tobytes() == got.as_dict()[k].cpu().numpy().tobytes(), k
+        plan.close()
