@@ -5,7 +5,8 @@ NCCL communicator; dfsel picks the drafts from the shards (one small all-gather 
 per shard, never the logits) and leaves them on the GPU for the verifier.
 
 In an engine the communicator already exists: vLLM's PyNcclCommunicator keeps it as
-`pynccl_comm.comm` (a ctypes ncclComm_t, pass `.value`), CuPy's NcclCommunicator as `.ptr`.
+`pynccl_comm.comm` (a ctypes ncclComm_t), CuPy's NcclCommunicator as `.comm` (an int); dfsel
+takes either, or the communicator object itself.
 This demo makes one with CuPy so that it runs alone:
 
   NCCL_NVLS_ENABLE=0 python3 examples/python_engine_step.py --gpus 2
@@ -57,7 +58,7 @@ def rank_main(rank, world, uid, V, E, R, block, blocks):
     start, end = rank * per_rank, min(V, (rank + 1) * per_rank)
     selector = DraftSelector(tp_rank=rank, tp_size=world, vocab_size=V, vocab_start=start, vocab_end=end,
                              codebooks=codebooks, w_h=w_h, n_embd=E, block_size=block, max_blocks=blocks,
-                             nccl_comm=comm.ptr if comm else None)
+                             nccl_comm=comm.comm if comm else None)
     full = rn(blocks * block, V) * 3  # what a single GPU would see; each rank keeps its columns
     logits = torch.full((blocks * block, per_rank), float("-inf"), device="cuda")
     logits[:, :end - start] = full[:, start:end]

@@ -3,7 +3,7 @@ over the C ABI of libdfsel.so (ctypes; nothing to compile).
 
     plan = dfsel.Plan(n_vocab=V, n_embd=E, codebook_rank=256, top_k=16, block_size=16,
                       max_blocks=4, e_prev=e_prev, e_next=e_next, w_h=w_h,
-                      rank=r, n_ranks=S, v_begin=vb, v_end=ve, nccl_comm=comm_ptr)
+                      rank=r, n_ranks=S, v_begin=vb, v_end=ve, nccl_comm=comm)
     out = plan.outputs(n_blocks)                 # once; then every run is allocation-free
     plan.run(logits, hidden, anchors, out=out)   # on torch's current stream
     drafts, n = out.path, out.n_emitted

@@ -31,14 +31,17 @@ def _enum(value, enum, name, names):
 
 
 def _comm_handle(comm):
+    """An ncclComm_t as an int: the int itself, a ctypes.c_void_p, or an object whose .comm is
+    one (CuPy's NcclCommunicator.comm is an int, vLLM's PyNcclCommunicator.comm a ctypes
+    ncclComm_t)."""
     if comm is None:
         return None
-    if isinstance(comm, ctypes.c_void_p):
-        return comm.value
-    h = comm if isinstance(comm, int) else getattr(comm, "ptr", None)
+    h = getattr(comm, "comm", comm)
+    if isinstance(h, ctypes.c_void_p):
+        h = h.value
     if not isinstance(h, int):
-        raise Error(Status.INVALID_ARGUMENT, "nccl_comm = %r: expected the integer value of an ncclComm_t "
-                    "(CuPy's NcclCommunicator.ptr)" % (comm,))
+        raise Error(Status.INVALID_ARGUMENT, "nccl_comm = %r: expected the integer value of an ncclComm_t, "
+                    "a ctypes.c_void_p, or a communicator whose .comm is one (CuPy, vLLM)" % (comm,))
     return h
 
 

@@ -26,7 +26,7 @@ def rank_main(rank, n_ranks, uid, conn, cfg):
         for placement in ("replicated", "sharded"):
             e_prev, e_next = (p.e_prev, p.e_next) if placement == "replicated" else (p.e_prev[vb:ve], p.e_next[vb:ve])
             plan = p.plan(e_prev=e_prev, e_next=e_next, rank=rank, n_ranks=n_ranks, v_begin=vb, v_end=ve,
-                          placement=placement, nccl_comm=comm.ptr)
+                          placement=placement, nccl_comm=comm.comm)
             for temperature in (0.0, 0.9):
                 out = plan.run(p.logits[:, vb:ve], p.hidden, p.anchors, temperature=temperature, seed=5)
                 plan.check(timeout_ms=120000)

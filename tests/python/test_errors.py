@@ -1,6 +1,9 @@
 """Every failure of the wrappers raises dfsel.Error with a status and a message that names the
 argument; failures the library finds carry the library's message (checked here for the
 argument and value it names, not for its wording, which is the library's to change)."""
+import ctypes
+import types
+
 import numpy as np
 import pytest
 
@@ -84,6 +87,9 @@ W = weights()
     ("backend", "cuda", Status.INVALID_ARGUMENT, ["backend = cuda but e_prev is in host memory"]),
     ("nccl_comm", "comm", Status.INVALID_ARGUMENT, ["nccl_comm = 'comm'"]),
     ("nccl_comm", 1234, Status.UNSUPPORTED, ["nccl_comm", "CPU backend"]),
+    ("nccl_comm", ctypes.c_void_p(1234), Status.UNSUPPORTED, ["nccl_comm", "CPU backend"]),
+    ("nccl_comm", types.SimpleNamespace(comm=1234), Status.UNSUPPORTED, ["nccl_comm", "CPU backend"]),
+    ("nccl_comm", types.SimpleNamespace(comm="x"), Status.INVALID_ARGUMENT, ["nccl_comm = namespace(comm='x')"]),
     ("top_k", 300, Status.INVALID_ARGUMENT, ["config.top_k = 300"]),
     ("codebook_rank", 16, Status.INVALID_ARGUMENT, ["e_prev.ne[0] = 32, expected 16"]),
     ("v_end", 300, Status.INVALID_ARGUMENT, ["[0, 300)"]),

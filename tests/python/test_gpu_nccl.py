@@ -50,7 +50,7 @@ def test_two_ranks_over_nccl_are_bitwise_equal():
 
 
 def test_one_rank_communicator_from_cupy():
-    """nccl_comm= takes CuPy's communicator (its .ptr, or the object itself) on one GPU too:
+    """nccl_comm= takes CuPy's communicator (its .comm, or the object itself) on one GPU too:
     a group of one gives the bits of a plan without a communicator."""
     torch = torch_or_skip()
     try:
@@ -63,7 +63,7 @@ def test_one_rank_communicator_from_cupy():
     comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
     p = TorchProblem(torch, 55, 2, ldt=torch.float32, hdt=torch.bfloat16, wdt=torch.bfloat16, **REALISTIC)
     want = p.plan().run(p.logits, p.hidden, p.anchors, temperature=0.5, seed=3)
-    for handle in (comm.ptr, comm):
+    for handle in (comm.comm, comm):
         plan = p.plan(nccl_comm=handle)
         got = plan.run(p.logits, p.hidden, p.anchors, temperature=0.5, seed=3)
         plan.check(timeout_ms=60000)
