@@ -1,0 +1,301 @@
+"""dfsel.Plan: one shard of one selector (dfsel_plan_create), and its runs."""
+import ctypes
+import itertools
+import sys
+import weakref
+
+from . import _abi, _arrays, _streams
+from ._abi import Error, Status, Type
+from ._loader import library
+from ._outputs import Outputs
+
+_FLOATS = (Type.F32, Type.F16, Type.BF16)
+_WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
+_MSG_LEN = 1024
+_U64 = (1 << 64) - 1
+_handles = itertools.count(1)
+registry = weakref.WeakValueDictionary()  # handle -> Plan, for torch.ops.dfsel.select
+
+
+def _unwrap(x):
+    return (x.array, x.type) if isinstance(x, _arrays.typed) else (x, None)
+
+
+def _enum(value, enum, name, names):
+    if isinstance(value, str) and value.lower() in names:
+        return names[value.lower()]
+    try:
+        return enum(value)
+    except ValueError:
+        raise Error(Status.INVALID_ARGUMENT, "%s = %r; expected one of %s" % (name, value, ", ".join(names)))
+
+
+def _comm_handle(comm):
+    """An ncclComm_t as an int: the int itself, a ctypes.c_void_p, or an object whose .comm is
+    one (CuPy's NcclCommunicator.comm is an int, vLLM's PyNcclCommunicator.comm a ctypes
+    ncclComm_t)."""
+    if comm is None:
+        return None
+    h = getattr(comm, "comm", comm)
+    if isinstance(h, ctypes.c_void_p):
+        h = h.value
+    if not isinstance(h, int):
+        raise Error(Status.INVALID_ARGUMENT, "nccl_comm = %r: expected the integer value of an ncclComm_t, "
+                    "a ctypes.c_void_p, or a communicator whose .comm is one (CuPy, vLLM)" % (comm,))
+    return h
+
+
+class _Slot:
+    """One input tensor of a run: the last array's signature, so that an array of the same
+    dtype, shape, strides and device only has its pointer rewritten."""
+    __slots__ = ("sig", "rows")
+
+    def __init__(self):
+        self.sig, self.rows = None, 0
+
+
+def _signature(x):
+    torch = sys.modules.get("torch")
+    if torch is not None and type(x) is torch.Tensor:
+        return (x.dtype, x.shape, x.stride(), x.device)
+    np = sys.modules.get("numpy")
+    if np is not None and type(x) is np.ndarray:
+        return (x.dtype, x.shape, x.strides)
+    return None
+
+
+def _data_ptr(x):
+    return x.data_ptr() if hasattr(x, "data_ptr") else x.ctypes.data
+
+
+class Plan:
+    """One shard of a DFlash2 selector. Weights (e_prev, e_next {V or V_shard rows, R};
+    w_h {R rows, n_embd}) are NumPy arrays for the CPU backend, CUDA arrays for the CUDA
+    backend; they must stay unchanged while the plan lives (the plan keeps them alive).
+    Raw storage is given as dfsel.typed(array, "bf16" / "q8_0" / ...), or weight_dtype= for
+    all three weights. One thread at a time may run a plan (its input struct is reused)."""
+
+    def __init__(self, *, n_vocab, n_embd, codebook_rank, top_k, block_size, max_blocks,
+                 e_prev, e_next, w_h, logit_scale=1.0, softcap=0.0, rank=0, n_ranks=1,
+                 v_begin=0, v_end=None, placement="replicated", backend="auto", device=None,
+                 nccl_comm=None, n_threads=0, weight_dtype=None):
+        self._ptr = None
+        lib = library()
+        d = _abi.PlanDesc()
+        c = d.config
+        c.n_vocab, c.n_embd, c.codebook_rank, c.top_k = n_vocab, n_embd, codebook_rank, top_k
+        c.block_size, c.logit_scale, c.softcap, c.max_blocks = block_size, logit_scale, softcap, max_blocks
+        v_end = n_vocab if v_end is None else v_end
+        d.shard.rank, d.shard.n_ranks, d.shard.v_begin, d.shard.v_end = rank, n_ranks, v_begin, v_end
+        d.placement = _enum(placement, _abi.Placement, "placement",
+                            {"replicated": _abi.Placement.REPLICATED, "sharded": _abi.Placement.SHARDED})
+        asked = _enum(backend, _abi.Backend, "backend",
+                      {"auto": _abi.Backend.AUTO, "cpu": _abi.Backend.CPU, "cuda": _abi.Backend.CUDA})
+        views, keep = {}, []
+        for name, w in (("e_prev", e_prev), ("e_next", e_next), ("w_h", w_h)):
+            if weight_dtype is not None and not isinstance(w, _arrays.typed):
+                w = _arrays.typed(w, weight_dtype, "weight_dtype")
+            arr, explicit = _unwrap(w)
+            v = _arrays.view(arr, name)
+            views[name] = (v, _arrays.dfsel_type(v, name, explicit, _WEIGHTS))
+            keep.append(v.owner)
+        where = views["e_prev"][0].device
+        for name, (v, _) in views.items():
+            if (v.device == _arrays.CPU) != (where == _arrays.CPU):
+                raise Error(Status.INVALID_ARGUMENT, "%s is on %s but e_prev is on %s; the weights must share "
+                            "one device" % (name, _arrays.describe_device(v.device), _arrays.describe_device(where)))
+        if where == _arrays.CPU:
+            if asked == _abi.Backend.CUDA:
+                raise Error(Status.INVALID_ARGUMENT, "backend = cuda but e_prev is in host memory; give CUDA arrays")
+            d.backend, self._device = _abi.Backend.CPU, _arrays.CPU
+        else:
+            if asked == _abi.Backend.CPU:
+                raise Error(Status.INVALID_ARGUMENT, "backend = cpu but e_prev is on %s; give host arrays"
+                            % _arrays.describe_device(where))
+            index = where[1] if where[1] is not None else (0 if device is None else device)
+            if device is not None and device != index:
+                raise Error(Status.INVALID_ARGUMENT, "device = %d but e_prev is on cuda:%d" % (device, index))
+            d.backend, d.device, self._device = _abi.Backend.CUDA, index, ("cuda", index)
+        for name, (v, t) in views.items():
+            _arrays.check_device(v, name, self._device)
+            _arrays.fill_tensor(getattr(d, name), v, t, name)
+        d.nccl_comm = _comm_handle(nccl_comm)
+        d.n_threads = n_threads
+        msg = ctypes.create_string_buffer(_MSG_LEN)
+        ptr = ctypes.c_void_p()
+        st = lib.dfsel_plan_create(ctypes.byref(d), ctypes.byref(ptr), msg, _MSG_LEN)
+        if st != Status.SUCCESS:
+            raise Error(st, msg.value.decode(errors="replace"))
+        self._ptr, self._lib, self._desc, self._keep = ptr.value, lib, d, keep
+        self.top_k, self.block_size, self.n_embd = top_k, block_size, n_embd
+        self.n_drafted = block_size - 1  # L, drafted positions per block
+        self.max_blocks, self.v_begin, self.v_end, self.n_vocab = max_blocks, v_begin, v_end, n_vocab
+        self._dims = (top_k, self.n_drafted, block_size, n_embd)
+        self.backend = "cuda" if d.backend == _abi.Backend.CUDA else "cpu"
+        self.device = None if self._device == _arrays.CPU else self._device[1]
+        self._inputs = _abi.Inputs()
+        self._inputs_ref = ctypes.pointer(self._inputs)
+        self._slots = (_Slot(), _Slot())
+        self._anchor_sig = None
+        self._framework = views["e_prev"][0].framework
+        self.handle = next(_handles)
+        registry[self.handle] = self
+
+    # -- inputs -------------------------------------------------------------------------
+    def _bind(self, slot, tensor, x, name, n_tokens, ne0, dtype):
+        if dtype is not None and not isinstance(x, _arrays.typed):
+            x = _arrays.typed(x, dtype, name + "_dtype")
+        arr, explicit = _unwrap(x)
+        sig = _signature(arr)
+        if sig is not None:
+            sig = (sig, explicit)
+        if sig is not None and sig == slot.sig:
+            if slot.rows < n_tokens:
+                raise Error(Status.INVALID_ARGUMENT, "%s has %d rows; expected n_blocks * block_size = %d" % (
+                    name, slot.rows, n_tokens))
+            tensor.data = _data_ptr(arr)
+            return
+        v = _arrays.view(arr, name)
+        _arrays.check_device(v, name, self._device)
+        t = _arrays.dfsel_type(v, name, explicit, _FLOATS)
+        if len(v.shape) == 2 and (v.shape[1] != ne0 or v.shape[0] < n_tokens):
+            raise Error(Status.INVALID_ARGUMENT, "%s has shape %s; expected (n_blocks * block_size = %d, %d)" % (
+                name, tuple(v.shape), n_tokens, ne0))
+        _arrays.fill_tensor(tensor, v, t, name)
+        slot.sig, slot.rows = sig, v.shape[0]
+
+    def _n_blocks(self, anchors):
+        sig = _signature(anchors)
+        if sig is not None and sig == self._anchor_sig:
+            self._inputs.anchors = _data_ptr(anchors)
+            return self._inputs.n_blocks
+        v = _arrays.view(anchors, "anchors")
+        _arrays.check_device(v, "anchors", self._device)
+        self._inputs.anchors = _arrays.vector_ptr(v, "anchors", "i32")
+        n = v.shape[0]
+        if not 1 <= n <= self.max_blocks:
+            raise Error(Status.INVALID_ARGUMENT, "anchors has %d elements; expected n_blocks in [1, max_blocks = %d]"
+                        % (n, self.max_blocks))
+        self._inputs.n_blocks, self._anchor_sig, self._anchor_fw = n, sig, v.framework
+        return n
+
+    def _prepare(self, logits, hidden, anchors, temperature, p_min, seed, out, packed, dtypes=(None, None)):
+        n_blocks = self._n_blocks(anchors)
+        n_tokens = n_blocks * self.block_size
+        inp = self._inputs
+        self._bind(self._slots[0], inp.logits, logits, "logits", n_tokens, self.v_end - self.v_begin, dtypes[0])
+        self._bind(self._slots[1], inp.hidden, hidden, "hidden", n_tokens, self.n_embd, dtypes[1])
+        inp.temperature, inp.p_min, inp.seed = temperature, p_min, seed & _U64
+        if out is None:
+            want = ("cand_ids", "unary", "scores", "path", "n_emitted") + (("q",) if temperature > 0 else ()) \
+                + (("packed",) if packed else ())
+            out = Outputs(n_blocks, self._dims, self._device, self._anchor_fw, want, {}, trusted=True)
+        elif type(out) is not Outputs:
+            raise Error(Status.INVALID_ARGUMENT, "out = %r: expected the dfsel.Outputs of plan.outputs()" % (out,))
+        elif out.n_blocks < n_blocks or out.device != self._device:
+            raise Error(Status.INVALID_ARGUMENT, "out holds %d blocks on %s; this run has %d blocks on %s" % (
+                out.n_blocks, _arrays.describe_device(out.device), n_blocks, _arrays.describe_device(self._device)))
+        return out
+
+    def _stream(self, stream):
+        if self.backend == "cpu":
+            return None
+        if stream is None:
+            return _streams.current(self._anchor_fw, self.device)
+        return _streams.handle(stream)
+
+    def _error(self, status):
+        return Error(status, self._lib.dfsel_plan_last_error(self._ptr).decode(errors="replace"))
+
+    # -- public -------------------------------------------------------------------------
+    def outputs(self, n_blocks=None, *, want=("cand_ids", "unary", "scores", "q", "path", "n_emitted"),
+                framework=None, **arrays):
+        """Output buffers for runs of up to n_blocks blocks (max_blocks when None): the fields in
+        `want` are allocated in `framework` ("numpy", "torch", "cupy"; the weights' when None)
+        on the plan's device, and arrays given by name (cand_ids=..., packed=...) are used as
+        they are, after their dtype, shape, contiguity and device are checked."""
+        n_blocks = self.max_blocks if n_blocks is None else n_blocks
+        for k in arrays:
+            if k not in ("cand_ids", "unary", "scores", "q", "path", "n_emitted", "packed"):
+                raise Error(Status.INVALID_ARGUMENT, "outputs(): %s is not an output" % k)
+        return Outputs(n_blocks, self._dims, self._device, framework or self._framework, want, arrays)
+
+    def run(self, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, seed=0, stream=None,
+            out=None, packed=False, logits_dtype=None, hidden_dtype=None):
+        """One selector step. logits [n_blocks*block_size, v_end - v_begin] and hidden
+        [n_blocks*block_size, n_embd] (F32, F16, BF16; rows contiguous, any row stride;
+        logits_dtype= / hidden_dtype= read raw storage, e.g. "bf16" for uint16),
+        anchors [n_blocks] int32, all on the plan's device. Returns `out` (a dfsel.Outputs),
+        or new outputs in the framework of `anchors`. CUDA: enqueued on `stream` (default: the
+        caller's current stream), nothing waited for; plan.check() reports device-side errors."""
+        if not self._ptr:
+            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        out = self._prepare(logits, hidden, anchors, temperature, p_min, seed, out, packed,
+                            (logits_dtype, hidden_dtype))
+        st = self._lib.dfsel_plan_run(self._ptr, self._inputs_ref, out.ref, self._stream(stream))
+        if st:
+            raise self._error(st)
+        return out
+
+    def check(self, stream=None, timeout_ms=-1):
+        """Waits for the last run (at most timeout_ms; < 0: no limit) and raises dfsel.Error for
+        what the device found (an anchor id out of range), a timeout or a failed peer."""
+        if not self._ptr:
+            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        st = self._lib.dfsel_plan_wait(self._ptr, self._stream(stream), int(timeout_ms))
+        if st:
+            raise self._error(st)
+
+    def close(self):
+        if self._ptr:
+            self._lib.dfsel_plan_destroy(self._ptr)
+            self._ptr = None
+            self._keep = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "dfsel.Plan(backend=%s, device=%s, vocab [%d, %d) of %d, K=%d, block_size=%d)" % (
+            self.backend, self.device, self.v_begin, self.v_end, self.n_vocab, self.top_k, self.block_size)
+
+
+def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, seed=0, streams=None,
+              out=None, packed=False, logits_dtype=None, hidden_dtype=None):
+    """One step for several plans driven by this thread (dfsel_run_group): every rank of an
+    in-process group, or this process's ranks of an NCCL group. logits, hidden, anchors (and
+    streams, out when given) are sequences with one entry per plan. Returns a list of Outputs."""
+    n = len(plans)
+    for name, seq in (("logits", logits), ("hidden", hidden), ("anchors", anchors), ("streams", streams),
+                      ("out", out)):
+        if seq is not None and len(seq) != n:
+            raise Error(Status.INVALID_ARGUMENT, "%s has %d entries for %d plans" % (name, len(seq), n))
+    if n == 0:
+        raise Error(Status.INVALID_ARGUMENT, "plans is empty")
+    outs, handles = [], []
+    for i, p in enumerate(plans):
+        if not isinstance(p, Plan) or not p._ptr:
+            raise Error(Status.INVALID_ARGUMENT, "plans[%d] is not an open dfsel.Plan" % i)
+        try:
+            outs.append(p._prepare(logits[i], hidden[i], anchors[i], temperature, p_min, seed,
+                                   None if out is None else out[i], packed, (logits_dtype, hidden_dtype)))
+            handles.append(p._stream(None if streams is None else streams[i]))
+        except Error as e:
+            raise Error(e.status, "plans[%d]: %s" % (i, e.message)) if n > 1 else e
+    ptrs = (ctypes.c_void_p * n)(*[p._ptr for p in plans])
+    ins = (_abi.Inputs * n)(*[p._inputs for p in plans])
+    outv = (_abi.Outputs * n)(*[o.struct for o in outs])
+    strv = (ctypes.c_void_p * n)(*handles)
+    st = plans[0]._lib.dfsel_run_group(n, ptrs, ins, outv, strv)
+    if st:
+        raise plans[0]._error(st)
+    return outs
