@@ -1,6 +1,6 @@
 // The selector as a node of a ggml graph on ggml's CPU backend (include/dfsel/ggml.h): one
-// single-threaded plan per ggml task, each running a contiguous share of the blocks, so the
-// node uses exactly the threads ggml gives it and no thread waits on another.
+// single-threaded plan per ggml thread it uses, each running a contiguous share of the
+// blocks, so the node runs on the threads ggml gives it and no thread waits on another.
 #include <ggml.h>
 
 #include <algorithm>
@@ -168,22 +168,21 @@ Status run_share(dfsel_ggml_op* op, ggml_tensor* dst, int ith, int64_t b0, int64
   return Status::success();
 }
 
-// ggml's custom-op callback, called by each of nth threads with its index ith.
+// ggml's custom-op callback, called by each of nth threads with its index ith. The node's
+// n_tasks may not bound nth (ggml's CPU backend calls every node on every graph thread), so
+// the first min(nth, plans) threads share the blocks and the others return at once.
 void run_node(ggml_tensor* dst, int ith, int nth, void* userdata) {
   dfsel_ggml_op* op = static_cast<dfsel_ggml_op*>(userdata);
+  const int64_t workers = std::min<int64_t>(nth, (int64_t)op->plans.size());
+  if (ith >= workers) return;
   const int64_t n_blocks = dst->ne[1] / op->desc.config.block_size;
-  const int64_t b0 = n_blocks * ith / nth, b1 = n_blocks * (ith + 1) / nth;
+  const int64_t b0 = n_blocks * ith / workers, b1 = n_blocks * (ith + 1) / workers;
   if (b0 == b1) return;
   Status s;
-  if (ith >= (int)op->plans.size()) {  // ggml gives at most n_tasks threads; guard all the same
-    s = fail(DFSEL_INTERNAL_ERROR, "ggml ran the node on thread %d of %d; the op has %zu plans", ith, nth,
-             op->plans.size());
-  } else {
-    try {
-      s = run_share(op, dst, ith, b0, b1);
-    } catch (...) {
-      s = fail(DFSEL_INTERNAL_ERROR, "unexpected exception in the selector node");
-    }
+  try {
+    s = run_share(op, dst, ith, b0, b1);
+  } catch (...) {
+    s = fail(DFSEL_INTERNAL_ERROR, "unexpected exception in the selector node");
   }
   if (s.ok()) return;
   s.msg = "node " + dfsel::ggml::display_name(dst) + " (logits " + dfsel::ggml::display_name(dst->src[0]) +

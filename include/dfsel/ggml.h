@@ -10,12 +10,13 @@
  *   {V, n_tokens} and hidden {n_embd, n_tokens} (F32, F16 or BF16) and the anchors I32
  *   {n_blocks}, and yields llama.cpp's packed lattice F32 {n_embd, n_tokens} (DESIGN section 4).
  *
- * Threads: the node asks ggml for n_tasks = the op's thread count (desc.n_threads, 0: every
- * core). ggml runs it on nth = min(n_tasks, the graph's threads) of its own threads; thread
- * ith runs its own single-threaded plan on the blocks [n_blocks * ith / nth,
- * n_blocks * (ith + 1) / nth). No thread is started and none waits on another inside the
- * node, so the node cannot deadlock or put more threads on the cores than ggml did. Blocks are
- * independent, so the rows are bitwise those of one plan over every block.
+ * Threads: ggml calls the node on each of its graph threads (ith of nth; the node's n_tasks,
+ * the op's thread count P = desc.n_threads or every core for 0, does not bound nth in ggml's
+ * CPU backend). The first W = min(nth, P) threads each run their own single-threaded plan on
+ * the blocks [n_blocks * ith / W, n_blocks * (ith + 1) / W); the others return at once. No
+ * thread is started and none waits on another inside the node, so the node cannot deadlock
+ * or put more threads on the cores than ggml did. Blocks are independent, so the rows are
+ * bitwise those of one plan over every block.
  *
  * For ggml-cuda there is no graph node here: a backend op passes its device tensors, converted
  * by dfsel_ggml_tensor, to dfsel_plan_run on the backend's stream (docs/ggml.md).
