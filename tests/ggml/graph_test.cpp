@@ -51,7 +51,14 @@ TEST_P(GgmlGraph, NodeEqualsGgmlOpsAndThePlan) {
 
   const std::vector<float> ep = uniform(rng, (size_t)(V * kR), 1.0f), en = uniform(rng, (size_t)(V * kR), 1.0f);
   const std::vector<float> wh = uniform(rng, (size_t)(E * kR), 1.0f / 16);
-  const std::vector<float> z = uniform(rng, (size_t)(V * T), 12.0f), h = uniform(rng, (size_t)(E * T), 1.0f);
+  // Logits like a model's: a flat bulk and, per row, a few dozen peaks spread over [12, 30),
+  // so the top-K are mostly distinct and ties (by rounding to F16 / BF16) fall at the boundary.
+  std::vector<float> z = uniform(rng, (size_t)(V * T), 12.0f);
+  const std::vector<float> h = uniform(rng, (size_t)(E * T), 1.0f);
+  std::uniform_real_distribution<float> peak(12.0f, 30.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int i = 0; i < 24; ++i) z[(size_t)(t * V) + rng() % (uint64_t)V] = peak(rng);
+  }
   ggml_tensor* t_ep = new_filled(g, c.cb_t, kR, V, ep.data(), "selector_predecessor.weight");
   ggml_tensor* t_en = new_filled(g, c.cb_t, kR, V, en.data(), "selector_successor.weight");
   ggml_tensor* t_wh = new_filled(g, c.wh_t, E, kR, wh.data(), "selector_hidden.weight");
@@ -116,9 +123,10 @@ TEST_P(GgmlGraph, NodeEqualsGgmlOpsAndThePlan) {
   EXPECT_EQ("", compare_with_ggml_ops(shape, zf, V, rows, ref, 2e-5, &st));
   std::printf("%s: %ld of %ld scores compared with ggml's ops (%ld candidates swapped at ties), worst %.2e\n",
               c.name, st.compared, st.scores, st.tie_swaps, st.worst);
-  // Every score not compared lost an id to a tie at the K-th logit (compare_with_ggml_ops
-  // checked that): F32 logits of random values have none; F16 / BF16 ones do, by rounding.
-  if (c.logits_t == GGML_TYPE_F32) EXPECT_EQ(st.scores, st.compared);
+  // A score is left out only when ggml and dfsel chose different ids at a tie of the K-th
+  // logit (compare_with_ggml_ops checked each such tie): without swaps every score counts.
+  // F16 / BF16 logits tie often (rounding), F32 ones seldom.
+  if (st.tie_swaps == 0) EXPECT_EQ(st.scores, st.compared);
   else EXPECT_GT(st.compared, st.scores / 4) << "ties left too little to compare";
 }
 
