@@ -32,9 +32,11 @@ struct dfsel_ggml_op {
   ~dfsel_ggml_op() {
     for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
   }
+  // Keeps the first failure since the last check: several threads of one node may fail.
   void record(const Status& s) {
     std::lock_guard<std::mutex> lock(mu);
-    if (pending == DFSEL_SUCCESS) pending = s.code;
+    if (pending != DFSEL_SUCCESS) return;
+    pending = s.code;
     last_error = s.msg;
   }
 };

@@ -22,6 +22,7 @@ struct GraphCase {
   int blocks, max_blocks;
   ggml_type logits_t, hidden_t, cb_t, wh_t;
   int64_t logits_pad, hidden_pad;  // extra elements per row: views with padded nb[1]
+  int64_t weight_pad;              // the same for e_prev, e_next and w_h (whole blocks)
   float scale, softcap;
   int op_threads, graph_threads;
 };
@@ -45,7 +46,7 @@ TEST_P(GgmlGraph, NodeEqualsGgmlOpsAndThePlan) {
   SCOPED_TRACE(std::string(c.name) + ", seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t V = c.V, E = c.E, T = (int64_t)c.blocks * kBlock;
-  const size_t cb_bytes = 2 * ggml_row_size(c.cb_t, kR) * V, z_bytes = (size_t)(V + c.logits_pad) * T * 4;
+  const size_t cb_bytes = 2 * ggml_row_size(c.cb_t, kR + c.weight_pad) * V, z_bytes = (size_t)(V + c.logits_pad) * T * 4;
   GgmlContext ctx(cb_bytes + 4 * z_bytes + (size_t)E * (T + kR) * 16 + (256u << 20));
   ggml_context* g = ctx.get();
 
@@ -59,9 +60,9 @@ TEST_P(GgmlGraph, NodeEqualsGgmlOpsAndThePlan) {
   for (int64_t t = 0; t < T; ++t) {
     for (int i = 0; i < 24; ++i) z[(size_t)(t * V) + rng() % (uint64_t)V] = peak(rng);
   }
-  ggml_tensor* t_ep = new_filled(g, c.cb_t, kR, V, ep.data(), "selector_predecessor.weight");
-  ggml_tensor* t_en = new_filled(g, c.cb_t, kR, V, en.data(), "selector_successor.weight");
-  ggml_tensor* t_wh = new_filled(g, c.wh_t, E, kR, wh.data(), "selector_hidden.weight");
+  ggml_tensor* t_ep = new_padded(g, c.cb_t, kR, V, c.weight_pad, ep.data(), "selector_predecessor.weight");
+  ggml_tensor* t_en = new_padded(g, c.cb_t, kR, V, c.weight_pad, en.data(), "selector_successor.weight");
+  ggml_tensor* t_wh = new_padded(g, c.wh_t, E, kR, c.weight_pad, wh.data(), "selector_hidden.weight");
   ggml_tensor* t_z = new_padded(g, c.logits_t, V, T, c.logits_pad, z.data(), "logits");
   ggml_tensor* t_h = new_padded(g, c.hidden_t, E, T, c.hidden_pad, h.data(), "hidden");
   ggml_tensor* t_a = ggml_new_tensor_1d(g, GGML_TYPE_I32, c.blocks);
@@ -132,13 +133,13 @@ TEST_P(GgmlGraph, NodeEqualsGgmlOpsAndThePlan) {
 
 const GraphCase kCases[] = {
     {"vocab248320_bf16_logits_f16_hidden", 248320, 512, 3, 3, GGML_TYPE_BF16, GGML_TYPE_F16, GGML_TYPE_BF16,
-     GGML_TYPE_F16, 64, 32, 1.0f, 30.0f, 2, 2},
+     GGML_TYPE_F16, 64, 32, 8, 1.0f, 30.0f, 2, 2},
     {"vocab50000_f32_q8_weights", 50000, 384, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0,
-     5, 3, 0.7f, 0.0f, 3, 2},
+     5, 3, 32, 0.7f, 0.0f, 3, 2},
     {"vocab65553_f16_logits_one_thread", 65553, 272, 2, 2, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F16,
-     GGML_TYPE_BF16, 1, 8, 1.3f, 15.0f, 1, 2},
+     GGML_TYPE_BF16, 1, 8, 0, 1.3f, 15.0f, 1, 2},
     {"vocab20000_idle_threads", 20000, 320, 3, 8, GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_F32, 16,
-     0, 1.0f, 0.0f, 4, 4},
+     0, 3, 1.0f, 0.0f, 4, 4},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GgmlGraph, ::testing::ValuesIn(kCases),
