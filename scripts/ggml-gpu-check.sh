@@ -26,8 +26,9 @@ cmake --build "$work/ggml-build" -j"$(nproc)" >/dev/null
 cmake --install "$work/ggml-build" >/dev/null
 
 echo "ggml-gpu-check: dfsel with CUDA and dfsel::ggml in $dir"
-bash scripts/build.sh "$dir" -DDFSEL_CUDA=ON -DDFSEL_GGML=ON -DDFSEL_BUILD_BENCH=OFF \
-  -Dggml_DIR="$work/prefix/lib/cmake/ggml"
+cmake -S . -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DDFSEL_CUDA=ON -DDFSEL_GGML=ON \
+  -DDFSEL_BUILD_BENCH=OFF -DDFSEL_BUILD_TOOLS=OFF -Dggml_DIR="$work/prefix/lib/cmake/ggml" >/dev/null
+cmake --build "$dir" -j"$(nproc)" --target dfsel_ggml_tests ggml_op ggml_graph
 ctest --test-dir "$dir" -L ggml --output-on-failure -j"$(nproc)"
 test -x "$dir/examples/ggml_op" || { echo "ggml-gpu-check: examples/ggml_op was not built" >&2; exit 1; }
 
