@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "dfsel/ggml.h"
-#include "host/backend/backend.h"
 #include "host/ggml/tensor_view.h"
 #include "host/status.h"
 
@@ -22,7 +21,7 @@ using dfsel::fail;
 
 struct dfsel_ggml_op {
   dfsel_plan_desc desc{};           // as the plans got it: CPU, one thread, K-quants widened
-  dfsel::WidenedWeights widened;    // the BF16 copies of K-quant weights, shared by the plans
+  std::vector<std::vector<uint16_t>> widened;  // BF16 copies of K-quant weights, shared by the plans
   std::vector<dfsel_plan*> plans;   // plan i runs on ggml's thread ith = i
   std::vector<std::vector<int32_t>> path, n_emitted;  // each plan's walk (not part of the node's output)
   std::mutex mu;                    // guards the two below, written only on a failure
@@ -47,6 +46,27 @@ void copy_msg(const Status& s, char* msg, size_t len) {
   if (msg && len) std::snprintf(msg, len, "%s", s.msg.c_str());
 }
 
+// A Q4_K / Q6_K weight widened to BF16 once for every plan, by ggml's own decoder and
+// round-to-nearest-even conversion: bit for bit what each plan would widen it to itself
+// (tests/ggml: dfsel's decoders are ggml's to_float, its rounding ggml's), at 1/P the memory.
+// The op uses dfsel's public API only, so it links against a shared libdfsel too.
+void widen_kquant(dfsel_tensor* t, std::vector<std::vector<uint16_t>>* keep) {
+  if (t->type != DFSEL_TYPE_Q4_K && t->type != DFSEL_TYPE_Q6_K) return;
+  const int64_t cols = t->ne[0], rows = t->ne[1];
+  std::vector<uint16_t>& out = keep->emplace_back((size_t)(rows * cols));
+  std::vector<float> row((size_t)cols);
+  const ggml_type_traits* traits = ggml_get_type_traits((ggml_type)t->type);
+  for (int64_t r = 0; r < rows; ++r) {
+    traits->to_float(static_cast<const uint8_t*>(t->data) + (size_t)r * t->nb[1], row.data(), cols);
+    ggml_fp32_to_bf16_row_ref(row.data(), reinterpret_cast<ggml_bf16_t*>(&out[(size_t)(r * cols)]), cols);
+  }
+  t->data = out.data();
+  t->type = DFSEL_TYPE_BF16;
+  t->nb[0] = 2;
+  t->nb[1] = (size_t)cols * 2;
+  t->nb[2] = t->nb[3] = t->nb[1] * (size_t)rows;
+}
+
 Status create(const dfsel_plan_desc* in, dfsel_ggml_op* op) {
   if (!in) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
   if (in->backend == DFSEL_BACKEND_CUDA) {
@@ -69,7 +89,7 @@ Status create(const dfsel_plan_desc* in, dfsel_ggml_op* op) {
   char msg[512] = "";
   const dfsel_status vs = dfsel_workspace_size(&d, &bytes, msg, sizeof msg);  // validates d
   if (vs != DFSEL_SUCCESS) return Status{vs, msg};
-  DFSEL_TRY(dfsel::widen_kquant_weights(&d, false, &op->widened));
+  for (dfsel_tensor* w : {&d.e_prev, &d.e_next, &d.w_h}) widen_kquant(w, &op->widened);
   int64_t n = in->n_threads > 0 ? in->n_threads : (int64_t)std::max(1u, std::thread::hardware_concurrency());
   n = std::min<int64_t>(n, d.config.max_blocks);  // a thread without a block has nothing to do
   const size_t L = (size_t)d.config.block_size - 1;

@@ -48,7 +48,7 @@ typedef struct dfsel_ggml_op dfsel_ggml_op;
  * AUTO), one shard (n_ranks 1, the whole vocabulary) and no caller workspace; the weights may
  * come from dfsel_ggml_tensor. desc->n_threads is the most ggml threads one node uses (0:
  * every core); each gets its own plan, all sharing the weights (Q4_K / Q6_K are widened to
- * BF16 once, here). The weights must outlive the op; the op must outlive the graphs using it,
+ * BF16 once, here, by ggml's decoder: bitwise what a plan widens them to). The weights must outlive the op; the op must outlive the graphs using it,
  * and one graph at a time may compute its nodes (the plans keep their workspace in the op). */
 DFSEL_API dfsel_status dfsel_ggml_op_create(const dfsel_plan_desc* desc, dfsel_ggml_op** op,
                                             char* msg, size_t msg_len);

@@ -89,8 +89,19 @@ TEST_P(GgmlGraph, NodeEqualsGgmlOpsAndThePlan) {
   ASSERT_EQ(GGML_TYPE_F32, packed->type);
   ASSERT_EQ(E, packed->ne[0]);
   ASSERT_EQ(T, packed->ne[1]);
-  const GgmlSelectorNodes ref =
-      build_ggml_selector(g, t_z, t_h, t_a, t_ep, t_en, t_wh, kK, kBlock, c.scale, c.softcap);
+  // ggml's ops compute with what dfsel computes with: K-quant weights are widened to BF16
+  // (ggml's decoder, ggml's converter), the others are read as stored.
+  auto as_computed = [&](ggml_tensor* t) {
+    if (t->type != GGML_TYPE_Q4_K && t->type != GGML_TYPE_Q6_K) return t;
+    std::vector<float> f;
+    for (int64_t r = 0; r < t->ne[1]; ++r) {
+      const std::vector<float> row = ggml_row_to_float(t, r);
+      f.insert(f.end(), row.begin(), row.end());
+    }
+    return new_filled(g, GGML_TYPE_BF16, t->ne[0], t->ne[1], f.data(), "widened");
+  };
+  const GgmlSelectorNodes ref = build_ggml_selector(g, t_z, t_h, t_a, as_computed(t_ep), as_computed(t_en),
+                                                    as_computed(t_wh), kK, kBlock, c.scale, c.softcap);
   ggml_cgraph* gf = ggml_new_graph(g);
   ggml_build_forward_expand(gf, packed);
   ggml_build_forward_expand(gf, ref.ids);
@@ -140,6 +151,8 @@ const GraphCase kCases[] = {
      GGML_TYPE_BF16, 1, 8, 0, 1.3f, 15.0f, 1, 2},
     {"vocab20000_idle_threads", 20000, 320, 3, 8, GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_F32, 16,
      0, 3, 1.0f, 0.0f, 4, 4},
+    {"vocab30000_kquant_weights", 30000, 512, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, 0,
+     0, 256, 1.0f, 25.0f, 2, 2},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GgmlGraph, ::testing::ValuesIn(kCases),
