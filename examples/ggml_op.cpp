@@ -1,15 +1,18 @@
-// How a ggml-cuda backend op drives dfsel (docs/ggml.md): ggml tensors become dfsel_tensor
-// views with one small conversion, a plan is created once per device when the op is set up,
-// and every step runs the plans on the devices' streams and writes llama.cpp's packed lattice
-// rows into the op's destination tensor.
+// How a ggml-cuda backend op drives dfsel (docs/ggml.md): the op's ggml tensors (device
+// memory of ggml-cuda buffers) become dfsel_tensor views through dfsel_ggml_tensor, a plan is
+// created once per device when the op is set up, and every step runs the plans on the
+// devices' streams and writes llama.cpp's packed lattice rows into the op's dst tensor.
 //
 //   ggml_op [--vocab V] [--blocks N]
 //
 // The vocabulary is split over every visible GPU, as the lm_head is under split-mode tensor.
-// With NCCL the devices exchange through one communicator per device (ncclCommInitAll, as a
-// tensor split would hold them); without it through the in-process exchange. The weights and
+// With NCCL the devices exchange through one communicator per device (ncclCommInitAll, as
+// ggml-cuda's comm context holds them when built with NCCL); without it through the
+// in-process exchange. The tensors are real `struct ggml_tensor`s whose data this program
+// allocates with cudaMalloc where ggml-cuda would place them in its buffers; the weights and
 // inputs are synthetic; the program prints the drafted tokens that the packed rows encode.
 #include <cuda_runtime.h>
+#include <ggml.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "dfsel/dfsel.h"
+#include "dfsel/ggml.h"
 
 #if defined(DFSEL_WITH_NCCL)
 #include <nccl.h>
@@ -26,26 +30,13 @@
 
 namespace {
 
-// A stand-in for ggml's tensor struct, reduced to the fields dfsel reads. It is not ggml's
-// definition: an engine passes its own `struct ggml_tensor *` to the same conversion.
-struct GgmlTensorStandIn {
-  int32_t type;   // a ggml_type id; for the types dfsel computes with it equals the dfsel_type
-  int64_t ne[4];  // elements per dimension, ne[0] contiguous
-  size_t nb[4];   // strides in bytes
-  void* data;     // device memory of the tensor's backend buffer
-};
-
-// ggml's tensor description is dfsel's: the type id, ne and nb carry over as they are. A type
-// dfsel does not compute with stays an id the plan or the run refuses with a message.
-dfsel_tensor to_dfsel(const GgmlTensorStandIn& t) {
-  dfsel_tensor d{};
-  d.data = t.data;
-  d.type = static_cast<dfsel_type>(t.type);
-  for (int i = 0; i < 4; ++i) {
-    d.ne[i] = t.ne[i];
-    d.nb[i] = t.nb[i];
-  }
-  return d;
+// The view of a ggml tensor; a tensor dfsel cannot read (a type, a layout) is reported with
+// its name. In ggml-cuda an op would GGML_ABORT with the message or fall back to the CPU walker.
+bool to_dfsel(const ggml_tensor* t, dfsel_tensor* v) {
+  char msg[512];
+  const dfsel_status s = dfsel_ggml_tensor(t, v, msg, sizeof msg);
+  if (s != DFSEL_SUCCESS) std::fprintf(stderr, "dflash select: %s\n", msg);
+  return s == DFSEL_SUCCESS;
 }
 
 #define CHECK_CUDA(x)                                                                   \
@@ -78,17 +69,16 @@ class DflashSelectOp {
   // e_prev / e_next are the device's codebook tensors ({R, V} replicated, {R, v_end - v_begin}
   // sharded), w_h {n_embd, R}.
   bool init_device(const dfsel_config& cfg, const dfsel_shard& shard, dfsel_placement placement,
-                   const GgmlTensorStandIn& e_prev, const GgmlTensorStandIn& e_next,
-                   const GgmlTensorStandIn& w_h, DeviceState state) {
+                   const ggml_tensor* e_prev, const ggml_tensor* e_next, const ggml_tensor* w_h,
+                   DeviceState state) {
     dfsel_plan_desc desc{};
     desc.config = cfg;
     desc.shard = shard;
     desc.backend = DFSEL_BACKEND_CUDA;
     desc.device = state.device;
     desc.placement = placement;
-    desc.e_prev = to_dfsel(e_prev);
-    desc.e_next = to_dfsel(e_next);
-    desc.w_h = to_dfsel(w_h);
+    if (!to_dfsel(e_prev, &desc.e_prev) || !to_dfsel(e_next, &desc.e_next) || !to_dfsel(w_h, &desc.w_h))
+      return false;
     desc.nccl_comm = state.nccl_comm;
     char msg[512];
     const dfsel_status s = dfsel_plan_create(&desc, &state.plan, msg, sizeof msg);
@@ -100,11 +90,11 @@ class DflashSelectOp {
     return true;
   }
 
-  // One step. Per device i: logits[i] the device's slice {v_end - v_begin, n_tokens}, hidden[i]
-  // {n_embd, n_tokens}, anchors[i] n_blocks token ids in device memory, dst[i] the packed rows.
-  // Only enqueues work on the devices' streams, so a graph capture can record it.
-  bool compute(int32_t n_blocks, const GgmlTensorStandIn* logits, const GgmlTensorStandIn* hidden,
-               const int32_t* const* anchors, const GgmlTensorStandIn* dst) {
+  // One step, the op's compute: dst[i] is device i's node, F32 {n_embd, n_tokens}, with
+  // src[0] the device's logits slice {v_end - v_begin, n_tokens} and src[1] the hidden states
+  // {n_embd, n_tokens}; anchors[i] holds n_blocks token ids in device memory. Only enqueues
+  // work on the devices' streams, so a graph capture can record it.
+  bool compute(const ggml_tensor* const* dst, const int32_t* const* anchors) {
     const size_t n = dev_.size();
     std::vector<dfsel_plan*> plans(n);
     std::vector<dfsel_inputs> in(n);
@@ -112,16 +102,15 @@ class DflashSelectOp {
     std::vector<void*> streams(n);
     for (size_t i = 0; i < n; ++i) {
       plans[i] = dev_[i].plan;
-      streams[i] = dev_[i].stream;
-      in[i].logits = to_dfsel(logits[i]);
-      in[i].hidden = to_dfsel(hidden[i]);
+      streams[i] = dev_[i].stream;  // ggml-cuda: ctx.stream() of device i
+      if (!to_dfsel(dst[i]->src[0], &in[i].logits) || !to_dfsel(dst[i]->src[1], &in[i].hidden)) return false;
       in[i].anchors = anchors[i];
-      in[i].n_blocks = n_blocks;
+      in[i].n_blocks = int32_t(dst[i]->ne[1] / block_size_);
       in[i].temperature = 0.0f;  // greedy; > 0 samples with draws keyed by (seed, block, position)
       // The packed rows are what llama.cpp's walker reads; path and n_emitted are required
       // outputs, kept in the op's scratch space next to dst.
-      out[i].packed = static_cast<float*>(dst[i].data);
-      out[i].packed_row_stride = dst[i].nb[1];
+      out[i].packed = static_cast<float*>(dst[i]->data);
+      out[i].packed_row_stride = dst[i]->nb[1];
       out[i].path = path_[i];
       out[i].n_emitted = n_emitted_[i];
     }
@@ -137,6 +126,7 @@ class DflashSelectOp {
 
   // Scratch for the required outputs: n_blocks * (block_size - 1) path entries, n_blocks counts.
   bool alloc_scratch(int32_t max_blocks, int32_t block_size) {
+    block_size_ = block_size;
     for (DeviceState& s : dev_) {
       CHECK_CUDA(cudaSetDevice(s.device));
       int32_t *p = nullptr, *e = nullptr;
@@ -163,6 +153,7 @@ class DflashSelectOp {
  private:
   std::vector<DeviceState> dev_;
   std::vector<int32_t*> path_, n_emitted_;
+  int32_t block_size_ = 1;
 };
 
 // Seeded values in [-1, 1), the same on every device for the same global index.
@@ -173,23 +164,21 @@ float value(uint64_t seed, uint64_t i) {
   return float(double(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-// An F32 {ne0, ne1} tensor in device memory, filled by f(row, col).
+// A named F32 ggml tensor {ne0, ne1} in ctx (no_alloc: ggml lays out ne/nb, the data is
+// placed apart), its data in device memory filled by f(row, col).
 template <typename F>
-bool device_f32(int64_t ne0, int64_t ne1, F f, GgmlTensorStandIn* t) {
+ggml_tensor* device_f32(ggml_context* ctx, const char* name, int64_t ne0, int64_t ne1, F f) {
   std::vector<float> h(size_t(ne0 * ne1));
   for (int64_t r = 0; r < ne1; ++r)
     for (int64_t c = 0; c < ne0; ++c) h[size_t(r * ne0 + c)] = f(r, c);
-  *t = GgmlTensorStandIn{};
-  t->type = 0;  // GGML_TYPE_F32
-  t->ne[0] = ne0;
-  t->ne[1] = ne1;
-  t->ne[2] = t->ne[3] = 1;
-  t->nb[0] = sizeof(float);
-  t->nb[1] = size_t(ne0) * sizeof(float);
-  t->nb[2] = t->nb[3] = t->nb[1] * size_t(ne1);
-  CHECK_CUDA(cudaMalloc(&t->data, h.size() * sizeof(float)));
-  CHECK_CUDA(cudaMemcpy(t->data, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return true;
+  ggml_tensor* t = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ne0, ne1);
+  ggml_set_name(t, name);
+  if (cudaMalloc(&t->data, ggml_nbytes(t)) != cudaSuccess ||
+      cudaMemcpy(t->data, h.data(), ggml_nbytes(t), cudaMemcpyHostToDevice) != cudaSuccess) {
+    std::fprintf(stderr, "%s: cannot place it in device memory\n", name);
+    return nullptr;
+  }
+  return t;
 }
 
 bool run(int64_t V, int32_t n_blocks) {
@@ -211,8 +200,14 @@ bool run(int64_t V, int32_t n_blocks) {
 #endif
   const dfsel_config cfg{V, E, R, K, B, 1.0f, 0.0f, n_blocks};
   const int64_t n_tokens = int64_t(n_blocks) * B;
+  // The tensors' descriptions, as the draft's ggml context holds them (data placed apart).
+  ggml_init_params params{};
+  params.mem_size = 16 * n * ggml_tensor_overhead();
+  params.no_alloc = true;
+  ggml_context* ctx = ggml_init(params);
+  if (!ctx) return false;
   DflashSelectOp op;
-  std::vector<GgmlTensorStandIn> logits(n), hidden(n), dst(n);
+  std::vector<ggml_tensor*> dst(n);
   std::vector<int32_t*> anchors(n);
   for (int i = 0; i < n_dev; ++i) {
     CHECK_CUDA(cudaSetDevice(i));
@@ -223,14 +218,20 @@ bool run(int64_t V, int32_t n_blocks) {
     // This device's vocabulary slice [vb, ve) and its rows of the codebooks (sharded).
     const int64_t vb = V * i / n_dev, ve = V * (i + 1) / n_dev;
     const dfsel_shard shard{i, n_dev, vb, ve};
-    GgmlTensorStandIn e_prev, e_next, w_h;
-    if (!device_f32(R, ve - vb, [&](int64_t r, int64_t c) { return 0.1f * value(1, uint64_t((vb + r) * R + c)); }, &e_prev) ||
-        !device_f32(R, ve - vb, [&](int64_t r, int64_t c) { return 0.1f * value(2, uint64_t((vb + r) * R + c)); }, &e_next) ||
-        !device_f32(E, R, [&](int64_t r, int64_t c) { return 0.03f * value(3, uint64_t(r * E + c)); }, &w_h) ||
-        !device_f32(ve - vb, n_tokens, [&](int64_t t, int64_t v) { return 3.0f * value(4, uint64_t(t * V + vb + v)); }, &logits[size_t(i)]) ||
-        !device_f32(E, n_tokens, [&](int64_t t, int64_t c) { return value(5, uint64_t(t * E + c)); }, &hidden[size_t(i)]) ||
-        !device_f32(E, n_tokens, [](int64_t, int64_t) { return 0.0f; }, &dst[size_t(i)]))
-      return false;
+    ggml_tensor* e_prev = device_f32(ctx, "selector_predecessor.weight", R, ve - vb,
+                                     [&](int64_t r, int64_t c) { return 0.1f * value(1, uint64_t((vb + r) * R + c)); });
+    ggml_tensor* e_next = device_f32(ctx, "selector_successor.weight", R, ve - vb,
+                                     [&](int64_t r, int64_t c) { return 0.1f * value(2, uint64_t((vb + r) * R + c)); });
+    ggml_tensor* w_h = device_f32(ctx, "selector_hidden.weight", E, R,
+                                  [&](int64_t r, int64_t c) { return 0.03f * value(3, uint64_t(r * E + c)); });
+    ggml_tensor* logits = device_f32(ctx, "result_output", ve - vb, n_tokens,
+                                     [&](int64_t t, int64_t v) { return 3.0f * value(4, uint64_t(t * V + vb + v)); });
+    ggml_tensor* hidden = device_f32(ctx, "result_norm", E, n_tokens,
+                                     [&](int64_t t, int64_t c) { return value(5, uint64_t(t * E + c)); });
+    dst[size_t(i)] = device_f32(ctx, "dflash_select", E, n_tokens, [](int64_t, int64_t) { return 0.0f; });
+    if (!e_prev || !e_next || !w_h || !logits || !hidden || !dst[size_t(i)]) return false;
+    dst[size_t(i)]->src[0] = logits;  // the op node's sources, as the graph builder sets them
+    dst[size_t(i)]->src[1] = hidden;
     std::vector<int32_t> h_anchors(static_cast<size_t>(n_blocks));
     for (int32_t b = 0; b < n_blocks; ++b) h_anchors[size_t(b)] = int32_t((b * 7919 + 17) % V);
     CHECK_CUDA(cudaMalloc(&anchors[size_t(i)], h_anchors.size() * sizeof(int32_t)));
@@ -239,14 +240,13 @@ bool run(int64_t V, int32_t n_blocks) {
     if (!op.init_device(cfg, shard, DFSEL_CODEBOOKS_SHARDED, e_prev, e_next, w_h, state)) return false;
   }
   if (!op.alloc_scratch(n_blocks, B)) return false;
-  if (!op.compute(n_blocks, logits.data(), hidden.data(), anchors.data(), dst.data()) || !op.check())
-    return false;
+  if (!op.compute(dst.data(), anchors.data()) || !op.check()) return false;
 
   // The packed rows of device 0, read the way llama.cpp's walker reads them: row p of a block
   // holds the K candidate ids as floats, then the K x K scores (predecessor i, candidate j).
   std::vector<float> rows(static_cast<size_t>(n_tokens * E));
   CHECK_CUDA(cudaSetDevice(0));
-  CHECK_CUDA(cudaMemcpy(rows.data(), dst[0].data, rows.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(rows.data(), dst[0]->data, rows.size() * sizeof(float), cudaMemcpyDeviceToHost));
   for (int32_t b = 0; b < n_blocks; ++b) {
     std::printf("block %d, greedy over the packed rows:", b);
     int prev = 0;
@@ -260,6 +260,7 @@ bool run(int64_t V, int32_t n_blocks) {
     }
     std::printf("\n");
   }
+  ggml_free(ctx);
   return true;
 }
 

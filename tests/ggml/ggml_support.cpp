@@ -1,0 +1,72 @@
+#include "ggml_support.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace dfsel::test {
+
+GgmlContext::GgmlContext(size_t bytes, bool no_alloc) {
+  ggml_init_params p{};
+  p.mem_size = bytes;
+  p.mem_buffer = nullptr;
+  p.no_alloc = no_alloc;
+  ctx_ = ggml_init(p);
+  if (!ctx_) throw std::runtime_error("ggml_init failed");
+}
+
+std::vector<float> uniform(std::mt19937_64& rng, size_t n, float amp) {
+  std::uniform_real_distribution<float> u(-amp, amp);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+void store_rows(ggml_tensor* t, const float* x) {
+  const int64_t ne0 = t->ne[0];
+  for (int64_t r = 0; r < t->ne[1]; ++r) {
+    void* row = static_cast<uint8_t*>(t->data) + (size_t)r * t->nb[1];
+    const float* src = x + (size_t)r * ne0;
+    switch (t->type) {
+      case GGML_TYPE_F32: std::memcpy(row, src, (size_t)ne0 * 4); break;
+      case GGML_TYPE_F16: ggml_fp32_to_fp16_row(src, static_cast<ggml_fp16_t*>(row), ne0); break;
+      case GGML_TYPE_BF16: ggml_fp32_to_bf16_row(src, static_cast<ggml_bf16_t*>(row), ne0); break;
+      default: ggml_quantize_chunk(t->type, src, row, 0, 1, ne0, nullptr); break;
+    }
+  }
+}
+
+ggml_tensor* new_filled(ggml_context* ctx, ggml_type type, int64_t ne0, int64_t ne1, const float* x,
+                        const char* name) {
+  ggml_tensor* t = ggml_new_tensor_2d(ctx, type, ne0, ne1);
+  ggml_set_name(t, name);
+  store_rows(t, x);
+  return t;
+}
+
+ggml_tensor* new_padded(ggml_context* ctx, ggml_type type, int64_t ne0, int64_t ne1, int64_t pad,
+                        const float* x, const char* name) {
+  ggml_tensor* wide = ggml_new_tensor_2d(ctx, type, ne0 + pad, ne1);
+  ggml_set_name(wide, (std::string(name) + " (wide)").c_str());
+  std::memset(wide->data, 0x7f, ggml_nbytes(wide));  // padding that would show if read
+  ggml_tensor* v = ggml_view_2d(ctx, wide, ne0, ne1, wide->nb[1], 0);
+  ggml_set_name(v, name);
+  store_rows(v, x);
+  return v;
+}
+
+std::vector<float> ggml_row_to_float(const ggml_tensor* t, int64_t r) {
+  std::vector<float> out((size_t)t->ne[0]);
+  const void* row = static_cast<const uint8_t*>(t->data) + (size_t)r * t->nb[1];
+  if (t->type == GGML_TYPE_F32) std::memcpy(out.data(), row, out.size() * 4);
+  else ggml_get_type_traits(t->type)->to_float(row, out.data(), t->ne[0]);
+  return out;
+}
+
+long first_bit_diff(const float* a, const float* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(&a[i], &b[i], 4) != 0) return (long)i;
+  }
+  return -1;
+}
+
+}  // namespace dfsel::test
