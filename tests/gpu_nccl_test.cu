@@ -21,6 +21,31 @@ namespace {
 
 Case two_rank_case() { return model_case(248320, 1024, 2); }
 
+// The NCCL exchange on one GPU: a communicator of one rank goes through the same set-up
+// agreement, all-gather and health polls as a larger one, and gives the bits of no
+// communicator, in both placements.
+TEST(GpuNccl, OneRankCommunicatorGivesTheBitsOfNone) {
+  DFSEL_REQUIRE_GPUS(1);
+  std::mt19937_64 rng(fresh_seed());
+  const Case c = model_case(31040, 512, 2);
+  const Data d = make_data(c, rng());
+  for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
+    RunOpts r;
+    r.backend = DFSEL_BACKEND_CUDA;
+    r.nccl = true;
+    r.placement = pl;
+    r.temperature = pl == DFSEL_CODEBOOKS_SHARDED ? 0.7f : 0.0f;
+    r.seed = rng();
+    const Result nccl = run_case(c, d, r);
+    ASSERT_EQ(nccl.status, DFSEL_SUCCESS) << nccl.error;
+    RunOpts local = r;
+    local.nccl = false;
+    const Result none = run_case(c, d, local);
+    ASSERT_EQ(none.status, DFSEL_SUCCESS) << none.error;
+    EXPECT_EQ(bitwise_diff(none, nccl), "") << "placement " << pl;
+  }
+}
+
 TEST(GpuNccl, TwoRanksMatchCpuBothPlacements) {
   DFSEL_REQUIRE_GPUS(2);
   std::mt19937_64 rng(fresh_seed());
