@@ -237,6 +237,7 @@ bool Runner::setup(const Problem& problem, std::string* err) {
     d.shard = dfsel_shard{s, p.shards, vb, ve};
     d.backend = m.cuda ? DFSEL_BACKEND_CUDA : DFSEL_BACKEND_CPU;
     d.device = dev;
+    d.n_threads = p.threads;
     d.placement = p.sharded ? DFSEL_CODEBOOKS_SHARDED : DFSEL_CODEBOOKS_REPLICATED;
     const int64_t cb_first = p.sharded ? vb : 0, cb_rows = p.sharded ? ve - vb : p.vocab;
     void* ep = m.place(m.h.e_prev.data() + cb_first * cb_row, cb_rows * cb_row, dev, err);
@@ -336,7 +337,7 @@ const Problem& Runner::problem() const { return impl_->p; }
 const char* Runner::backend_name() const { return impl_->cuda ? "cuda" : "cpu"; }
 const char* Runner::shard_note() const { return impl_->note; }
 const char* Runner::timing_note() const {
-  return impl_->cuda ? "CUDA events around one eager run" : "wall clock, CPU reference backend";
+  return impl_->cuda ? "CUDA events around one eager run" : "wall clock, CPU backend";
 }
 
 }  // namespace dfsel::tools

@@ -22,6 +22,7 @@ struct Problem {
   dfsel_backend backend = DFSEL_BACKEND_AUTO;
   float temperature = 0.0f, p_min = 0.0f;
   uint64_t seed = 1;
+  int threads = 0;  // CPU backend worker threads (0: every core)
 };
 
 // Host copies of every input, in the stored types.

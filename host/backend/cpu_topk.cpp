@@ -1,0 +1,144 @@
+// A threshold top-K. The K best keys seen so far are kept sorted; the K-th of them is the
+// threshold. A block of 32 logits is compared with it at once, and only a block holding a
+// value that may beat it is looked at element by element, with the exact candidate key
+// (kernels/common/order.cuh). On random rows few blocks pass, so the cost is one read of the
+// row. The filter may let through a value that does not beat the threshold (NaN, an equal
+// zero); it must never hold back one that does:
+// - ids grow along the row, so a value equal to the threshold loses on the id and is skipped;
+// - F32: "not x <= t" is true for x > t and for NaN;
+// - F16 / BF16: the bits of a sign-magnitude value, folded to a signed integer that orders
+//   numbers as their values (-0 just below +0, NaN at the ends), compared with the
+//   threshold's fold;
+// - a NaN threshold (fewer than K numbers so far): every element is looked at.
+#include "host/backend/cpu_topk.h"
+
+#include <cstring>
+
+#include "kernels/common/limits.cuh"
+#include "kernels/common/numeric.cuh"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace dfsel {
+
+namespace {
+
+constexpr int kBlock = 32;
+
+struct Best {
+  uint64_t key[kMaxTopK];
+  int32_t k;
+  uint64_t last() const { return key[k - 1]; }
+  // key beats the K-th: insert it in order, dropping the K-th.
+  void insert(uint64_t x) {
+    int32_t j = k - 1;
+    while (j > 0 && key[j - 1] < x) {
+      key[j] = key[j - 1];
+      --j;
+    }
+    key[j] = x;
+  }
+};
+
+int16_t fold16(uint16_t bits) {
+  const int16_t s = (int16_t)bits;
+  return (int16_t)(s ^ ((s >> 15) & 0x7fff));
+}
+
+// The threshold in the filter's terms, from the K-th key (never NaN here).
+struct Threshold {
+  float f;      // F32
+  int16_t h;    // F16 / BF16 fold
+};
+
+Threshold threshold_of(uint64_t key, dfsel_type t) {
+  const float z = cand_from_key(key).z;
+  Threshold th{z, 0};
+  if (t == DFSEL_TYPE_BF16) th.h = fold16((uint16_t)(float_to_bits(z) >> 16));
+  if (t == DFSEL_TYPE_F16) th.h = fold16(float_to_f16(z));
+  return th;
+}
+
+// Whether any of the kBlock elements from p may beat the threshold.
+bool block_may_pass(const uint8_t* p, dfsel_type t, const Threshold& th) {
+#if defined(__SSE2__)
+  if (t == DFSEL_TYPE_F32) {
+    const __m128 tv = _mm_set1_ps(th.f);
+    const float* f = reinterpret_cast<const float*>(p);
+    __m128 m = _mm_setzero_ps();
+    for (int i = 0; i < kBlock; i += 8) {
+      m = _mm_or_ps(m, _mm_cmpnle_ps(_mm_loadu_ps(f + i), tv));
+      m = _mm_or_ps(m, _mm_cmpnle_ps(_mm_loadu_ps(f + i + 4), tv));
+    }
+    return _mm_movemask_ps(m) != 0;
+  }
+  const __m128i tv = _mm_set1_epi16(th.h), low = _mm_set1_epi16(0x7fff);
+  __m128i m = _mm_setzero_si128();
+  for (int i = 0; i < kBlock; i += 8) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
+    const __m128i folded = _mm_xor_si128(v, _mm_and_si128(_mm_srai_epi16(v, 15), low));
+    m = _mm_or_si128(m, _mm_cmpgt_epi16(folded, tv));
+  }
+  return _mm_movemask_epi8(m) != 0;
+#else
+  for (int i = 0; i < kBlock; ++i) {
+    if (t == DFSEL_TYPE_F32) {
+      float x;
+      std::memcpy(&x, p + 4 * i, 4);
+      if (!(x <= th.f)) return true;
+    } else {
+      uint16_t b;
+      std::memcpy(&b, p + 2 * i, 2);
+      if (fold16(b) > th.h) return true;
+    }
+  }
+  return false;
+#endif
+}
+
+}  // namespace
+
+void row_topk(const void* row_v, dfsel_type type, int64_t n, int32_t k, int64_t id_offset, CandRec* out) {
+  const uint8_t* row = static_cast<const uint8_t*>(row_v);
+  const size_t es = type == DFSEL_TYPE_F32 ? 4 : 2;
+  Best best;
+  best.k = k;
+  // The first K elements, in order.
+  for (int32_t c = 0; c < k; ++c) {
+    const uint64_t key = cand_key(load_elem(row, type, c), (int32_t)(id_offset + c));
+    int32_t j = c;
+    while (j > 0 && best.key[j - 1] < key) {
+      best.key[j] = best.key[j - 1];
+      --j;
+    }
+    best.key[j] = key;
+  }
+  // A NaN K-th (value key 0): every number beats it, so nothing is filtered.
+  bool nan_threshold = (best.last() >> 32) == 0;
+  Threshold th = threshold_of(best.last(), type);
+  auto visit = [&](int64_t c) {
+    const uint64_t key = cand_key(load_elem(row, type, c), (int32_t)(id_offset + c));
+    if (key <= best.last()) return;
+    best.insert(key);
+    nan_threshold = (best.last() >> 32) == 0;
+    th = threshold_of(best.last(), type);
+  };
+  int64_t c = k;
+  while (c + kBlock <= n) {
+    if (nan_threshold || block_may_pass(row + (size_t)c * es, type, th)) {
+      for (int64_t e = c + kBlock; c < e; ++c) visit(c);
+    } else {
+      c += kBlock;
+    }
+  }
+  for (; c < n; ++c) visit(c);
+  // The logit comes back from the row so that NaN payloads and -0 are returned as stored.
+  for (int32_t j = 0; j < k; ++j) {
+    const int32_t id = cand_from_key(best.key[j]).id;
+    out[j] = CandRec{load_elem(row, type, id - id_offset), id};
+  }
+}
+
+}  // namespace dfsel

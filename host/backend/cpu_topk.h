@@ -1,0 +1,16 @@
+// The CPU backend's top-K of one logits row: the same K candidates, in the same order, as
+// ref::shard_topk (DESIGN section 2), found in one pass without sorting the row.
+#pragma once
+
+#include <stdint.h>
+
+#include "dfsel/dfsel.h"
+#include "kernels/common/order.cuh"
+
+namespace dfsel {
+
+// The K best of row[0..n) (F32, F16 or BF16; k <= n) with ids offset by id_offset, in
+// candidate order, into out[0..k).
+void row_topk(const void* row, dfsel_type type, int64_t n, int32_t k, int64_t id_offset, CandRec* out);
+
+}  // namespace dfsel
