@@ -133,7 +133,7 @@ class CpuBackend final : public Backend {
     const int32_t n_recs = sh_.n_ranks * K;
     for (int32_t d = 0; d < src_rows.layout.n_drafted; ++d) {
       for (int32_t q = 0; q < n_recs; ++q) recs[q] = record_at(src_rows, d, q);
-      ref::merge_candidates(recs, n_recs, K, merged + (size_t)d * K, src + (size_t)d * K);
+      merge_top_k(recs, n_recs, K, merged + (size_t)d * K, src + (size_t)d * K);
     }
     auto position = [&](int32_t d, int32_t worker) { score_position(in, out, src_rows, d, scratch_[worker]); };
     pool_.run(src_rows.layout.n_drafted, position);

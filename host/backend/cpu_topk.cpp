@@ -142,3 +142,30 @@ void row_topk(const void* row_v, dfsel_type type, int64_t n, int32_t k, int64_t 
 }
 
 }  // namespace dfsel
+
+namespace dfsel {
+
+void merge_top_k(const CandRec* recs, int32_t n, int32_t k, CandRec* out, int32_t* src) {
+  // Keys of distinct ids never tie, so the K best keys are the records of rank < K.
+  uint64_t key[kMaxTopK];
+  int32_t at[kMaxTopK];
+  int32_t have = 0;
+  for (int32_t q = 0; q < n; ++q) {
+    const uint64_t x = cand_key(recs[q]);
+    if (have == k && x <= key[k - 1]) continue;
+    int32_t j = have < k ? have++ : k - 1;
+    while (j > 0 && key[j - 1] < x) {
+      key[j] = key[j - 1];
+      at[j] = at[j - 1];
+      --j;
+    }
+    key[j] = x;
+    at[j] = q;
+  }
+  for (int32_t r = 0; r < have; ++r) {
+    out[r] = recs[at[r]];
+    src[r] = at[r];
+  }
+}
+
+}  // namespace dfsel

@@ -14,3 +14,12 @@ namespace dfsel {
 void row_topk(const void* row, dfsel_type type, int64_t n, int32_t k, int64_t id_offset, CandRec* out);
 
 }  // namespace dfsel
+
+namespace dfsel {
+
+// The global top-K of n records (ref::merge_candidates: out[r] is the record of rank r, src[r]
+// its index), in one pass over the records instead of ranking each against all the others,
+// which matters for many simulated shards (S * K records a row).
+void merge_top_k(const CandRec* recs, int32_t n, int32_t k, CandRec* out, int32_t* src);
+
+}  // namespace dfsel
