@@ -3,14 +3,17 @@
 // silent wrong run; and dfsel_write_draft writes only drafts that the reader opens.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "dfsel/dfsel.h"
 #include "options.h"
+#include "support/gguf_writer.h"
 
 namespace {
 
@@ -81,9 +84,10 @@ struct CliRun {
   std::string output;
 };
 
-CliRun run(const std::string& args) {
+// Runs the command with args (under `timeout 120`, so that a hang fails rather than blocks).
+CliRun run(const std::string& args, int timeout_s = 120) {
   CliRun r;
-  const std::string cmd = std::string(DFSEL_CLI_BIN) + " " + args + " 2>&1";
+  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + DFSEL_CLI_BIN + " " + args + " 2>&1";
   std::FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
@@ -158,6 +162,36 @@ TEST(ToolCli, BothTermsOfTheScoreCount) {
   ASSERT_NE(w, std::string::npos);
   ASSERT_EQ(std::sscanf(cut.output.c_str() + w, "walk: %d of %d", &left, &emitted), 2);
   EXPECT_GT(emitted, 0) << cut.output;
+}
+
+// A key is the file's bytes: the command prints it escaped, never raw to the terminal.
+TEST(ToolCli, GgufKeysArePrintedEscaped) {
+  dfsel::test::DraftOptions o;
+  dfsel::test::Draft d = dfsel::test::make_draft(o);
+  const std::string key = "general.name";
+  auto at = std::search(d.bytes.begin(), d.bytes.end(), key.begin(), key.end());
+  ASSERT_NE(at, d.bytes.end());
+  const char esc[] = "\x1b[31m\x9b\xff";  // ESC sequence, a C1 CSI, a byte that is not UTF-8
+  std::copy(esc, esc + 7, at);
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("keys.gguf");
+  ASSERT_TRUE(dfsel::test::write_file(path, d.bytes));
+  const CliRun r = run("--backend cpu --gguf " + path + " --steps 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\x9b'), std::string::npos);
+  EXPECT_EQ(r.output.find('\xff'), std::string::npos);
+  EXPECT_NE(r.output.find("\\x1b[31m\\x9b\\xff.name"), std::string::npos) << r.output;
+}
+
+// A FIFO given as the draft is refused at once instead of blocking the command.
+TEST(ToolCli, AFifoAsTheDraftIsRefused) {
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("f.gguf");
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  const CliRun r = run("--backend cpu --gguf " + path + " --steps 1", 10);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("a FIFO, not a regular file"), std::string::npos) << r.output;
 }
 
 TEST(ToolWriteDraft, RefusesDraftsTheReaderRejects) {
