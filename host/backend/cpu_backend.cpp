@@ -102,7 +102,7 @@ class CpuBackend final : public Backend {
     auto rows = [&](int32_t item, int32_t) {
       if (item < n) {
         const uint8_t* row = static_cast<const uint8_t*>(in.logits.data) + (size_t)map_row(map, item) * in.logits.nb[1];
-        row_topk(row, in.logits.type, n_cols, sh_.k, sh_.v_begin, cands + (size_t)item * sh_.k);
+        row_topk(row, in.logits.type, n_cols, sh_.k, sh_.v_begin, simd_, cands + (size_t)item * sh_.k);
       } else {
         const int32_t s = item - n;
         const uint8_t* row = static_cast<const uint8_t*>(in.hidden.data) + (size_t)map_row(map, s) * in.hidden.nb[1];

@@ -41,10 +41,18 @@ WorkerPool::~WorkerPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void WorkerPool::work_on_job(int32_t worker) {
-  for (int32_t i = next_.fetch_add(1, std::memory_order_relaxed); i < n_items_;
-       i = next_.fetch_add(1, std::memory_order_relaxed))
-    fn_(ctx_, i, worker);
+void WorkerPool::work_on(const Job& job, int32_t worker) {
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((uint32_t)(t >> 32) != job.generation || (int64_t)(t & 0xffffffffu) >= job.n_items) return;
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+    job.fn(job.ctx, (int32_t)(t & 0xffffffffu), worker);
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == job.n_items) {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_.notify_one();
+    }
+    t = ticket_.load(std::memory_order_acquire);
+  }
 }
 
 void WorkerPool::run_job(int32_t n_items, Fn fn, void* ctx) {
@@ -53,33 +61,37 @@ void WorkerPool::run_job(int32_t n_items, Fn fn, void* ctx) {
     for (int32_t i = 0; i < n_items; ++i) fn(ctx, i, 0);
     return;
   }
+  Job job;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = fn;
-    ctx_ = ctx;
-    n_items_ = n_items;
-    next_.store(0, std::memory_order_relaxed);
-    busy_ = (int32_t)workers_.size();
-    ++generation_;
+    job = Job{job_.generation + 1, fn, ctx, n_items};
+    job_ = job;
+    done_.store(0, std::memory_order_relaxed);
+    ticket_.store((uint64_t)job.generation << 32, std::memory_order_release);
   }
   wake_.notify_all();
-  work_on_job(0);
+  work_on(job, 0);
+  // What is left is being run by workers that took it: spin briefly, then sleep.
+  for (int spins = 0; spins < 2000; ++spins) {
+    if (done_.load(std::memory_order_acquire) == n_items) return;
+    std::this_thread::yield();
+  }
   std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [this] { return busy_ == 0; });
+  finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == n_items; });
 }
 
 void WorkerPool::worker_main(int32_t worker) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      wake_.wait(lock, [&] { return stop_ || job_.generation != seen; });
       if (stop_) return;
-      seen = generation_;
+      job = job_;
+      seen = job.generation;
     }
-    work_on_job(worker);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--busy_ == 0) done_.notify_one();
+    work_on(job, worker);
   }
 }
 

@@ -2,7 +2,9 @@
 // when it is destroyed, so that a run creates no thread and allocates nothing. A run hands
 // the pool a job of n independent items; the caller's thread works on it too and returns when
 // every item is done. Items are taken in order from one counter, so big items listed first
-// balance the load.
+// balance the load. The caller waits only for items a worker has taken, never for a worker
+// to wake up: on a busy machine a worker that is late finds the job done and goes back to
+// sleep (its ticket carries the job's number, so it cannot take an item of a later job).
 #pragma once
 
 #include <atomic>
@@ -38,20 +40,23 @@ class WorkerPool {
 
  private:
   using Fn = void (*)(void* ctx, int32_t item, int32_t worker);
+  struct Job {
+    uint32_t generation;
+    Fn fn;
+    void* ctx;
+    int32_t n_items;
+  };
   void run_job(int32_t n_items, Fn fn, void* ctx);
-  void work_on_job(int32_t worker);
+  void work_on(const Job& job, int32_t worker);
   void worker_main(int32_t worker);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;  // bumped for each job; workers wait for a new one
+  std::condition_variable wake_, finished_;
+  Job job_{0, nullptr, nullptr, 0};  // the current job; generation bumped for each
   bool stop_ = false;
-  int32_t busy_ = 0;  // workers still inside the current job
-  Fn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  int32_t n_items_ = 0;
-  std::atomic<int32_t> next_{0};
+  std::atomic<uint64_t> ticket_{0};  // job generation << 32 | next item to take
+  std::atomic<int32_t> done_{0};     // items of the current job completed
 };
 
 }  // namespace dfsel

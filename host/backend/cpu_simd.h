@@ -21,8 +21,8 @@ bool cpu_has_avx2_fma();
 // n elements of a row stored as type (F32, F16, BF16, Q8_0) as floats, exactly as load_elem.
 void widen_row(const void* row, dfsel_type type, int64_t n, float* out);
 
-// W_h widened and transposed once, at plan creation: wt[e * rp + r], rp = R rounded up to
-// kGateLanes, the padding zero.
+// W_h widened and transposed once, at plan creation, in chunks of kGateLanes sums:
+// wt[((r / 32) * n_embd + e) * 32 + r % 32]; rp = R rounded up to kGateLanes, the padding zero.
 struct GateWeights {
   std::vector<float> wt;
   int64_t n_embd = 0;

@@ -1,7 +1,7 @@
 // A threshold top-K. The K best keys seen so far are kept sorted; the K-th of them is the
-// threshold. A block of 32 logits is compared with it at once, and only a block holding a
-// value that may beat it is looked at element by element, with the exact candidate key
-// (kernels/common/order.cuh). On random rows few blocks pass, so the cost is one read of the
+// threshold. A block of 64 logits is compared with it at once, and only the elements that may
+// beat it (AVX2), or every element of a block that holds one (SSE2), get the exact candidate
+// key (kernels/common/order.cuh). On random rows few blocks pass, so the cost is one read of the
 // row. The filter may let through a value that does not beat the threshold (NaN, an equal
 // zero); it must never hold back one that does:
 // - ids grow along the row, so a value equal to the threshold loses on the id and is skipped;
@@ -20,12 +20,15 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace dfsel {
 
 namespace {
 
-constexpr int kBlock = 32;
+constexpr int kBlock = 64;
 
 struct Best {
   uint64_t key[kMaxTopK];
@@ -60,6 +63,40 @@ Threshold threshold_of(uint64_t key, dfsel_type t) {
   if (t == DFSEL_TYPE_F16) th.h = fold16(float_to_f16(z));
   return th;
 }
+
+#if defined(__x86_64__)
+// Even bits of a byte mask of 16-bit lanes: one bit per lane.
+uint32_t lanes16(uint32_t m) {
+  m &= 0x55555555u;
+  m = (m | (m >> 1)) & 0x33333333u;
+  m = (m | (m >> 2)) & 0x0f0f0f0fu;
+  m = (m | (m >> 4)) & 0x00ff00ffu;
+  return (m | (m >> 8)) & 0x0000ffffu;
+}
+
+// Bit i set: element i of the kBlock from p may beat the threshold (32-byte loads, AVX2).
+__attribute__((target("avx2"))) uint64_t block_mask_avx2(const uint8_t* p, dfsel_type t, const Threshold& th) {
+  uint64_t mask = 0;
+  if (t == DFSEL_TYPE_F32) {
+    const __m256 tv = _mm256_set1_ps(th.f);
+    const float* f = reinterpret_cast<const float*>(p);
+    __m256 any = _mm256_setzero_ps();
+    for (int i = 0; i < kBlock; i += 8) any = _mm256_or_ps(any, _mm256_cmp_ps(_mm256_loadu_ps(f + i), tv, _CMP_NLE_UQ));
+    if (_mm256_movemask_ps(any) == 0) return 0;  // the common case: nothing in the block
+    for (int i = 0; i < kBlock; i += 8)
+      mask |= (uint64_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(f + i), tv, _CMP_NLE_UQ)) << i;
+    return mask;
+  }
+  const __m256i tv = _mm256_set1_epi16(th.h), low = _mm256_set1_epi16(0x7fff);
+  for (int i = 0; i < kBlock; i += 16) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i));
+    const __m256i folded = _mm256_xor_si256(v, _mm256_and_si256(_mm256_srai_epi16(v, 15), low));
+    const uint32_t bytes = (uint32_t)_mm256_movemask_epi8(_mm256_cmpgt_epi16(folded, tv));
+    if (bytes) mask |= (uint64_t)lanes16(bytes) << i;
+  }
+  return mask;
+}
+#endif
 
 // Whether any of the kBlock elements from p may beat the threshold.
 bool block_may_pass(const uint8_t* p, dfsel_type t, const Threshold& th) {
@@ -100,7 +137,7 @@ bool block_may_pass(const uint8_t* p, dfsel_type t, const Threshold& th) {
 
 }  // namespace
 
-void row_topk(const void* row_v, dfsel_type type, int64_t n, int32_t k, int64_t id_offset, CandRec* out) {
+void row_topk(const void* row_v, dfsel_type type, int64_t n, int32_t k, int64_t id_offset, bool simd, CandRec* out) {
   const uint8_t* row = static_cast<const uint8_t*>(row_v);
   const size_t es = type == DFSEL_TYPE_F32 ? 4 : 2;
   Best best;
@@ -127,7 +164,16 @@ void row_topk(const void* row_v, dfsel_type type, int64_t n, int32_t k, int64_t 
   };
   int64_t c = k;
   while (c + kBlock <= n) {
-    if (nan_threshold || block_may_pass(row + (size_t)c * es, type, th)) {
+    const uint8_t* at = row + (size_t)c * es;
+#if defined(__x86_64__)
+    if (simd && !nan_threshold) {
+      // Only the elements the filter lets through get their exact key.
+      for (uint64_t m = block_mask_avx2(at, type, th); m != 0; m &= m - 1) visit(c + __builtin_ctzll(m));
+      c += kBlock;
+      continue;
+    }
+#endif
+    if (nan_threshold || block_may_pass(at, type, th)) {
       for (int64_t e = c + kBlock; c < e; ++c) visit(c);
     } else {
       c += kBlock;

@@ -10,8 +10,8 @@
 namespace dfsel {
 
 // The K best of row[0..n) (F32, F16 or BF16; k <= n) with ids offset by id_offset, in
-// candidate order, into out[0..k).
-void row_topk(const void* row, dfsel_type type, int64_t n, int32_t k, int64_t id_offset, CandRec* out);
+// candidate order, into out[0..k). simd: the CPU has AVX2 (cpu_has_avx2_fma).
+void row_topk(const void* row, dfsel_type type, int64_t n, int32_t k, int64_t id_offset, bool simd, CandRec* out);
 
 }  // namespace dfsel
 
