@@ -4,6 +4,7 @@
 // Built with or without CUDA: machines without a GPU run this backend.
 #include <benchmark/benchmark.h>
 
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -42,12 +43,24 @@ BENCHMARK(CpuStep)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// "<model name> x <cores>", from /proc/cpuinfo, for the JSON's context.
+std::string machine() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return model + " x " + std::to_string(std::thread::hardware_concurrency()) + " cores";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("cpu_cores_online", std::to_string(std::thread::hardware_concurrency()));
+  benchmark::AddCustomContext("machine", machine());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -120,10 +120,39 @@ TEST(ToolCli, ImpossibleProblemsAreRefusedBeforeAllocating) {
   }
 }
 
+// Numbers that atoi / atof read in part ran a different problem; now the command refuses them.
+TEST(ToolCli, NumbersThatDoNotParseWholeAreRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--top-k 1e3", "--top-k takes a whole number, not '1e3'"},
+      {"--temperature 0,8", "--temperature takes a number such as 0.8, not '0,8'"},
+      {"--vocab 12abc", "--vocab takes a whole number, not '12abc'"},
+      {"--seed abc", "--seed takes a whole number >= 0, not 'abc'"},
+      {"--vocab --steps 1", "--vocab needs a value"},
+  };
+  for (const auto& c : cases) {
+    const CliRun r = run(std::string(c.first) + " --backend cpu --embd 64 --steps 1");
+    EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
+    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+  }
+}
+
+// With --gguf the draft's sizes stand: the size flags used to be ignored without a word, and
+// an empty name ran the synthetic problem.
+TEST(ToolCli, GgufRefusesSizeFlagsAndAnEmptyName) {
+  for (const char* flag : {"--top-k 8", "--rank 64", "--vocab 1000", "--embd 64", "--block-size 8"}) {
+    const CliRun r = run(std::string("--gguf draft.gguf ") + flag + " --steps 1");
+    EXPECT_EQ(r.status, 2) << flag << ":\n" << r.output;
+    EXPECT_NE(r.output.find("cannot be combined with --gguf"), std::string::npos) << r.output;
+  }
+  const CliRun r = run("--gguf '' --backend cpu --steps 1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--gguf needs a file name"), std::string::npos) << r.output;
+}
+
 // Simulated shards share the host inputs: 200 of them used to copy the logits and codebooks
 // each (about 270 MB a shard) until the kernel killed the process.
 TEST(ToolCli, ManySimulatedShardsShareTheInputs) {
-  const CliRun r = run("--backend cpu --shards 200 --steps 1 --threads 1");
+  const CliRun r = run("--backend cpu --shards 200 --steps 1");
   EXPECT_EQ(r.signal, 0) << r.output;
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("block 0: anchor"), std::string::npos) << r.output;
