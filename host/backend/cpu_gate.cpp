@@ -69,7 +69,6 @@ void gate_block(const GateWeights& w, const float* wt, int nr, const float* cons
 
 bool cpu_has_avx2_fma() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return false;
