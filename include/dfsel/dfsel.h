@@ -124,7 +124,10 @@ typedef struct dfsel_plan_desc {
   void* workspace;           /* optional caller-owned workspace (dfsel_workspace_size), aligned to
                                 256 bytes for CUDA, 16 for the CPU; NULL: the plan allocates it */
   size_t workspace_bytes;
-  int32_t n_threads;         /* CPU backend: worker threads for a run; 0 means every core */
+  int32_t n_threads;         /* CPU backend: threads a run uses, the caller's included; 0 means every
+                                core this process may run on; at most 1024. Started at plan creation,
+                                joined by dfsel_plan_destroy; a run starts none. Results do not depend
+                                on it (bitwise). Ignored by the CUDA backend. */
 } dfsel_plan_desc;
 
 typedef struct dfsel_inputs {
