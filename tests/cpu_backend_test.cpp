@@ -174,5 +174,29 @@ TEST(CpuBackend, RefusesAbsurdThreadCounts) {
   EXPECT_NE(x.error.find("n_threads = 100000"), std::string::npos) << x.error;
 }
 
+// The workspace of the largest description validation accepts does not fit in 64 bits (hidden
+// rows alone: about 2^64 - 2^34 bytes, then the lattices): the size query saturates and plan
+// creation says so, instead of carving a workspace whose size wrapped around. The weights are
+// stand-ins that nothing reads.
+TEST(CpuBackend, AWorkspaceLargerThanTheAddressSpaceIsRefused) {
+  alignas(64) static const float stand_in[64] = {};
+  dfsel_plan_desc desc{};
+  const int64_t E = INT32_MAX;
+  desc.config = dfsel_config{64, E, 1, 64, 1024, 1.0f, 0.0f, INT32_MAX / 1023};
+  desc.shard = dfsel_shard{0, 1, 0, 64};
+  desc.backend = DFSEL_BACKEND_CPU;
+  desc.e_prev = make_matrix(stand_in, DFSEL_TYPE_F32, 1, 64, 4);
+  desc.e_next = make_matrix(stand_in, DFSEL_TYPE_F32, 1, 64, 4);
+  desc.w_h = make_matrix(stand_in, DFSEL_TYPE_F32, E, 1, (size_t)E * 4);
+  size_t bytes = 0;
+  char msg[256] = "";
+  ASSERT_EQ(dfsel_workspace_size(&desc, &bytes, msg, sizeof msg), DFSEL_SUCCESS) << msg;
+  EXPECT_EQ(bytes, SIZE_MAX);
+  dfsel_plan* plan = nullptr;
+  EXPECT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(msg).find("does not fit in the address space"), std::string::npos) << msg;
+  EXPECT_EQ(plan, nullptr);
+}
+
 }  // namespace
 }  // namespace dfsel::test

@@ -36,9 +36,16 @@ CpuCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh) {
   const ExchangeLayout l = sh.layout_for(desc.config.max_blocks);
   CpuCarve c{};
   size_t off = 0;
-  auto take = [&](size_t bytes) { const size_t at = off; off += align16(bytes); return at; };
+  // Saturates at SIZE_MAX: max_blocks * (block_size - 1) * n_embd floats can exceed 64 bits.
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    if (bytes > SIZE_MAX - 15 || __builtin_add_overflow(off, align16(bytes), &off)) off = SIZE_MAX;
+    return at;
+  };
+  size_t h_bytes;
+  if (__builtin_mul_overflow(maxd, (size_t)sh.n_embd * sizeof(float), &h_bytes)) h_bytes = SIZE_MAX;
   c.g = take(maxd * padded_rank(sh.R) * sizeof(float));
-  c.h = take(maxd * (size_t)sh.n_embd * sizeof(float));
+  c.h = take(h_bytes);
   c.send = take(l.bytes);
   // One rank exchanges with itself: its records are read where they were written.
   c.recv = sh.n_ranks == 1 ? c.send : take((size_t)sh.n_ranks * l.bytes);
@@ -251,6 +258,9 @@ Status make_cpu_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std
   // The carve places floats and records at 16-byte offsets from the base.
   if (desc.workspace && reinterpret_cast<uintptr_t>(desc.workspace) % 16 != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "workspace = %p is not aligned to 16 bytes", desc.workspace);
+  if (cpu_workspace_bytes(desc, shape) == SIZE_MAX)
+    return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace for config.max_blocks = %d and n_embd = %" PRId64
+                " does not fit in the address space", desc.config.max_blocks, shape.n_embd);
   if (desc.n_threads > kMaxThreads)
     return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d is more than the CPU backend's %d worker threads", desc.n_threads,
                 kMaxThreads);
