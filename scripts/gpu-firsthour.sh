@@ -17,6 +17,6 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then "$dir/tools/dfsel" --backend cuda 
 out=$(CUDA_VISIBLE_DEVICES= "$dir/tools/dfsel" --backend cuda --steps 1 2>&1) && { echo "dfsel ran without a GPU?"; exit 1; }
 echo "$out"
 grep -q "no CUDA device" <<<"$out"
-"$dir/bench/dfsel_cpu_bench" --benchmark_filter='CpuStep/threads:0/blocks:1$' --benchmark_repetitions=3 \
+"$dir/bench/dfsel_cpu_bench" --benchmark_filter='CpuStep/threads:0/blocks:1/' --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true
 echo "gpu-firsthour: all passed"
