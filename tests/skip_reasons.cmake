@@ -3,7 +3,11 @@
 # message (the lines between "file:line: Skipped" and "[  SKIPPED ]") and prints one line per
 # reason with how many tests gave it and the first of them.
 #   cmake -DLOG=<build>/Testing/Temporary/LastTest.log -P skip_reasons.cmake
-if(NOT EXISTS "${LOG}")
+# While the post-test step runs, ctest (3.25) is still writing the log as LastTest.log.tmp;
+# LastTest.log is then the previous run's.
+if(EXISTS "${LOG}.tmp")
+  set(LOG "${LOG}.tmp")
+elseif(NOT EXISTS "${LOG}")
   return()
 endif()
 file(STRINGS "${LOG}" lines)
