@@ -135,7 +135,7 @@ bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
 }
 
 // The scales make both terms of a score count, as in a trained draft (DESIGN section 2):
-// each drafted row has a few dozen plausible tokens well above the rest (logits N(4, 1.5)
+// each drafted row has a few dozen plausible tokens well above the rest (logits N(4, 0.5^2)
 // against N(0, 1)), and in some rows one of them leads by a wide margin; codebook rows of
 // N(0, 0.25^2) and a gate of unit variance give lattice terms of about unit spread, so the
 // walk sometimes leaves the top unary candidate, and p_min 0.5 sometimes lets a block emit.
@@ -150,7 +150,7 @@ void make_host_data(const Problem& p, HostData* h) {
     const bool led = splitmix(&s) % 5 < 3;
     for (int i = 0; i < n_plausible; ++i) {
       const size_t v = (size_t)(splitmix(&s) % (uint64_t)p.vocab);
-      store_value(row, v, p.logits_type, 4.0f + 1.5f * normalish(&s) + (led && i == 0 ? 4.0f : 0.0f));
+      store_value(row, v, p.logits_type, 4.0f + 0.5f * normalish(&s) + (led && i == 0 ? 4.0f : 0.0f));
     }
   }
   fill_random(&h->hidden, p.logits_type, n_tokens * p.embd, 1.0f, p.seed * 7 + 2);
