@@ -14,7 +14,7 @@ ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"
 "$dir/tools/dfsel" --backend cuda --steps 3
 "$dir/tools/dfsel" --backend cuda --steps 3 --p-min 0.5 --blocks 4
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then "$dir/tools/dfsel" --backend cuda --shards 2 --steps 3; fi
-out=$(CUDA_VISIBLE_DEVICES= "$dir/tools/dfsel" --backend cuda --steps 1 2>&1) && { echo "dfsel ran without a GPU?"; exit 1; }
+out=$(CUDA_VISIBLE_DEVICES='' "$dir/tools/dfsel" --backend cuda --steps 1 2>&1) && { echo "dfsel ran without a GPU?"; exit 1; }
 echo "$out"
 grep -q "no CUDA device" <<<"$out"
 "$dir/bench/dfsel_cpu_bench" --benchmark_filter='CpuStep/threads:0/blocks:1/' --benchmark_repetitions=3 \
