@@ -12,6 +12,7 @@
 
 #include "dfsel/dfsel.h"
 #include "kernels/common/numeric.cuh"
+#include "options.h"
 #include "synthetic.h"
 
 #if defined(DFSEL_WITH_CUDA)
@@ -19,72 +20,6 @@
 #endif
 
 namespace {
-
-struct Options {
-  int64_t vocab = 248320, embd = 5120;
-  int rank = 256, top_k = 16, block = 16, blocks = 1, shards = 1, steps = 5;
-  std::string gguf;
-  std::string logits_type = "f32", cb_type = "bf16", placement = "replicated", backend = "auto";
-  float temperature = 0.0f, p_min = 0.0f;
-  uint64_t seed = 1;
-};
-
-void usage() {
-  std::printf(
-      "usage: dfsel [options]\n"
-      "  --vocab V         vocabulary size (248320)\n"
-      "  --embd E          hidden width (5120)\n"
-      "  --rank R          codebook rank (256)\n"
-      "  --top-k K         candidates per position (16)\n"
-      "  --block-size B    anchor + drafted positions (16)\n"
-      "  --blocks N        blocks per step (1)\n"
-      "  --shards S        vocabulary shards (1): GPUs when there are that many, else simulated\n"
-      "  --dtype T         logits and hidden type: f32, f16, bf16 (f32)\n"
-      "  --codebook-type T f32, f16, bf16, q8_0 (bf16)\n"
-      "  --placement P     replicated or sharded codebooks (replicated)\n"
-      "  --temperature T   0 greedy, > 0 sampling (0)\n"
-      "  --p-min P         stop a block when the chosen probability is below P (0)\n"
-      "  --seed S          inputs and sampling seed (1)\n"
-      "  --steps N         timed steps (5)\n"
-      "  --backend B       auto, cpu or cuda (auto)\n"
-      "  --gguf FILE       take the selector (sizes, codebooks, W_h) from a DFlash2 GGUF draft\n");
-}
-
-bool parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      usage();
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "dfsel: %s needs a value\n", a.c_str());
-      return false;
-    }
-    const char* v = argv[++i];
-    if (a == "--vocab") o->vocab = std::atoll(v);
-    else if (a == "--embd") o->embd = std::atoll(v);
-    else if (a == "--rank") o->rank = std::atoi(v);
-    else if (a == "--top-k") o->top_k = std::atoi(v);
-    else if (a == "--block-size") o->block = std::atoi(v);
-    else if (a == "--blocks") o->blocks = std::atoi(v);
-    else if (a == "--shards") o->shards = std::atoi(v);
-    else if (a == "--dtype") o->logits_type = v;
-    else if (a == "--codebook-type") o->cb_type = v;
-    else if (a == "--placement") o->placement = v;
-    else if (a == "--temperature") o->temperature = (float)std::atof(v);
-    else if (a == "--p-min") o->p_min = (float)std::atof(v);
-    else if (a == "--seed") o->seed = std::strtoull(v, nullptr, 10);
-    else if (a == "--steps") o->steps = std::atoi(v);
-    else if (a == "--backend") o->backend = v;
-    else if (a == "--gguf") o->gguf = v;
-    else {
-      std::fprintf(stderr, "dfsel: unknown option %s (see --help)\n", a.c_str());
-      return false;
-    }
-  }
-  return true;
-}
 
 bool type_of(const std::string& s, dfsel_type* t) {
   if (s == "f32") *t = DFSEL_TYPE_F32;
@@ -98,8 +33,16 @@ bool type_of(const std::string& s, dfsel_type* t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o;
-  if (!parse(argc, argv, &o)) return 2;
+  dfsel::tools::Options o;
+  std::string perr;
+  if (!dfsel::tools::parse_options(argc, argv, &o, &perr)) {
+    std::fprintf(stderr, "dfsel: %s\n", perr.c_str());
+    return 2;
+  }
+  if (o.help) {
+    dfsel::tools::print_usage();
+    return 0;
+  }
   dfsel::tools::Problem pb;
   pb.vocab = o.vocab;
   pb.embd = o.embd;
@@ -109,6 +52,7 @@ int main(int argc, char** argv) {
   pb.blocks = o.blocks;
   pb.shards = o.shards;
   pb.seed = o.seed;
+  pb.threads = o.threads;
   pb.sharded = o.placement == "sharded";
   if (!type_of(o.logits_type, &pb.logits_type) || pb.logits_type == DFSEL_TYPE_Q8_0 || !type_of(o.cb_type, &pb.cb_type) ||
       (o.placement != "replicated" && o.placement != "sharded")) {
@@ -155,6 +99,9 @@ int main(int argc, char** argv) {
     for (int p = 0; p < n_emitted[b]; ++p) std::printf(" %d", path[(size_t)b * L + p]);
     std::printf("\n");
   }
+  int left_top = 0, emitted = 0;
+  runner.walk_stats(&left_top, &emitted);
+  std::printf("walk: %d of %d emitted tokens are not their position's top unary candidate\n", left_top, emitted);
   std::sort(times.begin(), times.end());
   std::printf("step time: median %.1f us, min %.1f us over %zu steps (%s)\n", times[times.size() / 2], times[0],
               times.size(), runner.timing_note());

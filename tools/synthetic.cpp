@@ -1,10 +1,12 @@
+// The Runner: a synthetic problem (or a GGUF draft) run through the public C API on the CPU
+// or on CUDA devices, for the dfsel command and the step benchmarks.
 #include "synthetic.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <new>
 
-#include "dfsel/gguf.h"
 #include "kernels/common/numeric.cuh"
 
 #if defined(DFSEL_WITH_CUDA)
@@ -15,130 +17,21 @@ namespace dfsel::tools {
 
 namespace {
 
-uint64_t splitmix(uint64_t* s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+// Memory the kernel would give this process now (MemAvailable), or -1 when unknown.
+double available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char line[256];
+  double kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024.0;
 }
 
-// Approximately normal: the sum of four uniforms, centred and scaled to unit variance.
-float normalish(uint64_t* s) {
-  const uint64_t a = splitmix(s), b = splitmix(s);
-  const float u = ((a & 0xffffffu) + ((a >> 32) & 0xffffffu) + (b & 0xffffffu) + ((b >> 32) & 0xffffffu)) / 16777216.0f;
-  return (u - 2.0f) * 1.7320508f;
-}
-
-size_t elem_size(dfsel_type t) { return t == DFSEL_TYPE_F32 ? 4 : 2; }
+double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
 }  // namespace
-
-void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma, uint64_t seed) {
-  uint64_t s = seed * 0x2545F4914F6CDD1Dull + 1;
-  if (t == DFSEL_TYPE_Q8_0) {
-    out->resize(n / kQ8Block * sizeof(BlockQ8_0));
-    BlockQ8_0* blocks = reinterpret_cast<BlockQ8_0*>(out->data());
-    for (size_t b = 0; b < n / kQ8Block; ++b) {
-      float v[kQ8Block], amax = 0.0f;
-      for (int i = 0; i < kQ8Block; ++i) amax = std::fmax(amax, std::fabs(v[i] = sigma * normalish(&s)));
-      const float d = amax / 127.0f;
-      blocks[b].d = float_to_f16(d);
-      for (int i = 0; i < kQ8Block; ++i) blocks[b].qs[i] = (int8_t)(d > 0 ? std::lround(v[i] / d) : 0);
-    }
-    return;
-  }
-  out->resize(n * elem_size(t));
-  for (size_t i = 0; i < n; ++i) {
-    const float v = sigma * normalish(&s);
-    if (t == DFSEL_TYPE_F32) std::memcpy(out->data() + 4 * i, &v, 4);
-    else {
-      const uint16_t h = t == DFSEL_TYPE_F16 ? float_to_f16(v) : float_to_bf16(v);
-      std::memcpy(out->data() + 2 * i, &h, 2);
-    }
-  }
-}
-
-namespace {
-
-// Rows of a host view, packed contiguously.
-void copy_rows(const dfsel_tensor& t, std::vector<uint8_t>* out) {
-  const size_t rb = row_bytes(t.type, t.ne[0]);
-  out->resize(rb * (size_t)t.ne[1]);
-  for (int64_t r = 0; r < t.ne[1]; ++r)
-    std::memcpy(out->data() + rb * r, static_cast<const uint8_t*>(t.data) + t.nb[1] * r, rb);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
-
-bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (log) std::fprintf(log, "loading %s ...\n", p->gguf.c_str());
-  dfsel_gguf* g = nullptr;
-  char msg[512] = "";
-  if (dfsel_gguf_open(p->gguf.c_str(), -1, -1, &g, msg, sizeof msg) != DFSEL_SUCCESS) {
-    *err = msg;
-    return false;
-  }
-  dfsel_config cfg{};
-  dfsel_tensor ep{}, en{}, wh{};
-  if (dfsel_gguf_config(g, &cfg) != DFSEL_SUCCESS || dfsel_gguf_tensors(g, &ep, &en, &wh) != DFSEL_SUCCESS) {
-    *err = dfsel_gguf_last_error(g);
-    dfsel_gguf_close(g);
-    return false;
-  }
-  if (log) {
-    uint32_t version = 0;
-    int64_t n_kv = 0;
-    dfsel_gguf_version(g, &version);
-    dfsel_gguf_metadata_count(g, &n_kv);
-    std::fprintf(log, "  GGUF v%u, %lld metadata keys, opened in %.2f s\n", version, (long long)n_kv, seconds_since(t0));
-    for (int64_t i = 0; i < n_kv; ++i) {
-      const char* key = nullptr;
-      char value[96];
-      dfsel_gguf_metadata_key(g, i, &key);
-      dfsel_gguf_metadata_value_string(g, i, value, sizeof value);
-      std::fprintf(log, "  %-40s %s\n", key, value);
-    }
-    std::fprintf(log, "  selector_predecessor %s {%lld, %lld}, selector_successor %s, selector_hidden %s {%lld, %lld}\n",
-                 dfsel_type_name(ep.type), (long long)ep.ne[0], (long long)ep.ne[1], dfsel_type_name(en.type),
-                 dfsel_type_name(wh.type), (long long)wh.ne[0], (long long)wh.ne[1]);
-  }
-  p->vocab = cfg.n_vocab;
-  p->embd = cfg.n_embd;
-  p->rank = cfg.codebook_rank;
-  p->top_k = cfg.top_k;
-  p->block = cfg.block_size;
-  p->logit_scale = cfg.logit_scale;
-  p->softcap = cfg.softcap;
-  p->cb_type = ep.type;
-  p->wh_type = wh.type;
-  const auto t1 = std::chrono::steady_clock::now();
-  copy_rows(ep, &h->e_prev);
-  copy_rows(en, &h->e_next);
-  copy_rows(wh, &h->w_h);
-  dfsel_gguf_close(g);
-  if (log) std::fprintf(log, "  weights read in %.2f s\n", seconds_since(t1));
-  return true;
-}
-
-void make_host_data(const Problem& p, HostData* h) {
-  const size_t n_tokens = (size_t)p.blocks * p.block;
-  const bool weights = h->e_prev.empty();  // a GGUF draft supplied them
-  fill_random(&h->logits, p.logits_type, n_tokens * p.vocab, 3.0f, p.seed * 7 + 1);
-  fill_random(&h->hidden, p.logits_type, n_tokens * p.embd, 1.0f, p.seed * 7 + 2);
-  if (weights) {
-  fill_random(&h->e_prev, p.cb_type, (size_t)p.vocab * p.rank, 0.1f, p.seed * 7 + 3);
-  fill_random(&h->e_next, p.cb_type, (size_t)p.vocab * p.rank, 0.1f, p.seed * 7 + 4);
-  fill_random(&h->w_h, p.wh_type, (size_t)p.rank * p.embd, 1.0f / std::sqrt((float)p.embd), p.seed * 7 + 5);
-  }
-  uint64_t s = p.seed * 7 + 6;
-  h->anchors.resize(p.blocks);
-  for (auto& a : h->anchors) a = (int32_t)(splitmix(&s) % (uint64_t)p.vocab);
-}
 
 struct Runner::Impl {
   Problem p;
@@ -168,14 +61,28 @@ struct Runner::Impl {
 #endif
   }
 
-  // A copy of bytes [off, off + n) of a host buffer in the memory the backend reads.
-  void* place(const void* src, size_t n, int device, std::string* err) {
+  // Inputs in the memory the backend reads: a device copy for CUDA; the host data itself
+  // for the CPU (every simulated shard reads the same buffers).
+  const void* place(const void* src, size_t n, int device, std::string* err) {
+#if defined(DFSEL_WITH_CUDA)
+    if (cuda) return place_output(n, device, err, src);
+#endif
+    (void)n;
+    (void)device;
+    (void)err;
+    return src;
+  }
+
+  // A buffer of n bytes the backend writes (with src: a copy of it).
+  void* place_output(size_t n, int device, std::string* err, const void* src = nullptr) {
 #if defined(DFSEL_WITH_CUDA)
     if (cuda) {
       void* d = nullptr;
       cudaSetDevice(device);
-      if (cudaMalloc(&d, n ? n : 16) != cudaSuccess) {
-        *err = "cudaMalloc of " + std::to_string(n) + " bytes failed";
+      const cudaError_t e = cudaMalloc(&d, n ? n : 16);
+      if (e != cudaSuccess) {
+        *err = "cudaMalloc of " + std::to_string(n) + " bytes on device " + std::to_string(device) +
+               " failed: " + cudaGetErrorString(e);
         return nullptr;
       }
       device_allocs.push_back(d);
@@ -197,20 +104,74 @@ Runner::~Runner() = default;
 
 static const auto matrix = dfsel_tensor_2d;
 
+namespace {
+
+// The description of shard s, on the weights given (or stand-ins that are never read).
+dfsel_plan_desc describe(const Problem& p, int s, bool cuda, int dev, const void* ep, const void* en, const void* wh) {
+  const int64_t vb = p.vocab * s / p.shards, ve = p.vocab * (s + 1) / p.shards;
+  const size_t cb_row = row_bytes(p.cb_type, p.rank);
+  const int64_t cb_rows = p.sharded ? ve - vb : p.vocab;
+  dfsel_plan_desc d{};
+  d.config = dfsel_config{p.vocab, p.embd, p.rank, p.top_k, p.block, p.logit_scale, p.softcap, p.blocks};
+  d.shard = dfsel_shard{s, p.shards, vb, ve};
+  d.backend = cuda ? DFSEL_BACKEND_CUDA : (p.backend == DFSEL_BACKEND_AUTO ? DFSEL_BACKEND_CPU : p.backend);
+  d.device = dev;
+  d.n_threads = p.threads;
+  d.placement = p.sharded ? DFSEL_CODEBOOKS_SHARDED : DFSEL_CODEBOOKS_REPLICATED;
+  d.e_prev = matrix(ep, p.cb_type, p.rank, cb_rows, cb_row);
+  d.e_next = matrix(en, p.cb_type, p.rank, cb_rows, cb_row);
+  d.w_h = matrix(wh, p.wh_type, p.embd, p.rank, row_bytes(p.wh_type, p.embd));
+  return d;
+}
+
+}  // namespace
+
+// Validation first, through the library (dfsel_workspace_size judges every description by
+// the rules plan creation applies), then the memory the problem needs against what the
+// machine has: a request that cannot run is refused before anything is allocated.
 bool Runner::setup(const Problem& problem, std::string* err) {
   Impl& m = *impl_;
   m.p = problem;
-  if (!m.p.gguf.empty() && !load_gguf(&m.p, &m.h, stdout, err)) return false;
+  const bool weights_loaded = !m.p.gguf.empty();
+  if (weights_loaded && !load_gguf(&m.p, &m.h, stdout, err)) return false;
   const Problem& p = m.p;
+  if (p.shards < 1 || p.blocks < 1) {
+    *err = "--shards and --blocks must be at least 1";
+    return false;
+  }
   int n_gpus = 0;
   dfsel_cuda_device_count(&n_gpus);
   m.cuda = p.backend == DFSEL_BACKEND_CUDA || (p.backend == DFSEL_BACKEND_AUTO && n_gpus > 0);
-  if (p.shards < 1 || p.blocks < 1 || p.block < 2 || p.vocab < 1 || p.rank < 1) {
-    *err = "shards, blocks, vocab and rank must be positive and block-size at least 2";
+  const bool spread = m.cuda && n_gpus >= p.shards && p.shards > 1;
+  alignas(64) static const uint8_t stand_in[64] = {};
+  double plan_bytes = 0;
+  for (int s = 0; s < p.shards; ++s) {
+    const dfsel_plan_desc d = describe(p, s, m.cuda, spread ? s : 0, stand_in, stand_in, stand_in);
+    size_t ws = 0;
+    char msg[512] = "";
+    if (dfsel_workspace_size(&d, &ws, msg, sizeof msg) != DFSEL_SUCCESS) {
+      *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + msg : std::string(msg);
+      return false;
+    }
+    // The CPU backend also keeps W_h widened to floats.
+    if (!m.cuda) plan_bytes += (double)ws + (double)p.embd * p.rank * 4.0;
+  }
+  const double need = host_bytes(p, weights_loaded) + plan_bytes, have = available_bytes();
+  if (have >= 0 && need > have) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "this problem needs about %.1f GiB of memory (inputs %.1f GiB, plans %.1f GiB) "
+                  "and %.1f GiB are available; lower --vocab, --embd, --blocks, --block-size or --shards",
+                  gib(need), gib(host_bytes(p, weights_loaded)), gib(plan_bytes), gib(have));
+    *err = msg;
     return false;
   }
-  make_host_data(p, &m.h);
-  const bool spread = m.cuda && n_gpus >= p.shards && p.shards > 1;
+  try {
+    make_host_data(p, &m.h);
+  } catch (const std::bad_alloc&) {
+    *err = "the inputs (about " + std::to_string((long long)(gib(host_bytes(p, weights_loaded)) + 0.5)) +
+           " GiB) could not be allocated";
+    return false;
+  }
   m.n_devices_used = spread ? p.shards : 1;
   std::snprintf(m.note, sizeof m.note, "%s", !m.cuda ? "" : spread ? " on as many GPUs" : (p.shards > 1 ? " on one GPU" : ""));
   const size_t ls = elem_size(p.logits_type);
@@ -232,31 +193,23 @@ bool Runner::setup(const Problem& problem, std::string* err) {
       m.streams[s] = st;
     }
 #endif
-    dfsel_plan_desc d{};
-    d.config = dfsel_config{p.vocab, p.embd, p.rank, p.top_k, p.block, p.logit_scale, p.softcap, p.blocks};
-    d.shard = dfsel_shard{s, p.shards, vb, ve};
-    d.backend = m.cuda ? DFSEL_BACKEND_CUDA : DFSEL_BACKEND_CPU;
-    d.device = dev;
-    d.placement = p.sharded ? DFSEL_CODEBOOKS_SHARDED : DFSEL_CODEBOOKS_REPLICATED;
     const int64_t cb_first = p.sharded ? vb : 0, cb_rows = p.sharded ? ve - vb : p.vocab;
-    void* ep = m.place(m.h.e_prev.data() + cb_first * cb_row, cb_rows * cb_row, dev, err);
-    void* en = m.place(m.h.e_next.data() + cb_first * cb_row, cb_rows * cb_row, dev, err);
-    void* wh = m.place(m.h.w_h.data(), m.h.w_h.size(), dev, err);
+    const void* ep = m.place(m.h.e_prev.data() + cb_first * cb_row, cb_rows * cb_row, dev, err);
+    const void* en = m.place(m.h.e_next.data() + cb_first * cb_row, cb_rows * cb_row, dev, err);
+    const void* wh = m.place(m.h.w_h.data(), m.h.w_h.size(), dev, err);
     // Each shard holds only its slice of every logits row, rows n_vocab elements apart.
-    void* lg = m.place(m.h.logits.data(), m.h.logits.size(), dev, err);
-    void* hd = m.place(m.h.hidden.data(), m.h.hidden.size(), dev, err);
-    void* an = m.place(m.h.anchors.data(), m.h.anchors.size() * 4, dev, err);
+    const void* lg = m.place(m.h.logits.data(), m.h.logits.size(), dev, err);
+    const void* hd = m.place(m.h.hidden.data(), m.h.hidden.size(), dev, err);
+    const void* an = m.place(m.h.anchors.data(), m.h.anchors.size() * 4, dev, err);
     if (!ep || !en || !wh || !lg || !hd || !an) return false;
-    d.e_prev = matrix(ep, p.cb_type, p.rank, cb_rows, cb_row);
-    d.e_next = matrix(en, p.cb_type, p.rank, cb_rows, cb_row);
-    d.w_h = matrix(wh, p.wh_type, p.embd, p.rank, row_bytes(p.wh_type, p.embd));
+    const dfsel_plan_desc d = describe(p, s, m.cuda, dev, ep, en, wh);
     char msg[512];
     if (dfsel_plan_create(&d, &m.plans[s], msg, sizeof msg) != DFSEL_SUCCESS) {
       *err = std::string("plan for shard ") + std::to_string(s) + ": " + msg;
       return false;
     }
     dfsel_inputs& in = m.in[s];
-    in.logits = matrix(static_cast<uint8_t*>(lg) + vb * ls, p.logits_type, ve - vb, n_tokens, p.vocab * ls);
+    in.logits = matrix(static_cast<const uint8_t*>(lg) + vb * ls, p.logits_type, ve - vb, n_tokens, p.vocab * ls);
     in.hidden = matrix(hd, p.logits_type, p.embd, n_tokens, p.embd * ls);
     in.anchors = static_cast<const int32_t*>(an);
     in.n_blocks = p.blocks;
@@ -264,9 +217,10 @@ bool Runner::setup(const Problem& problem, std::string* err) {
     in.p_min = p.p_min;
     in.seed = p.seed;
     dfsel_outputs& o = m.out[s];
-    o.path = static_cast<int32_t*>(m.place(nullptr, (size_t)p.blocks * L * 4, dev, err));
-    o.n_emitted = static_cast<int32_t*>(m.place(nullptr, (size_t)p.blocks * 4, dev, err));
-    if (!o.path || !o.n_emitted) return false;
+    o.path = static_cast<int32_t*>(m.place_output((size_t)p.blocks * L * 4, dev, err));
+    o.n_emitted = static_cast<int32_t*>(m.place_output((size_t)p.blocks * 4, dev, err));
+    o.cand_ids = static_cast<int32_t*>(m.place_output((size_t)p.blocks * L * p.top_k * 4, dev, err));
+    if (!o.path || !o.n_emitted || !o.cand_ids) return false;
   }
   return true;
 }
@@ -332,11 +286,32 @@ void Runner::results(std::vector<int32_t>* path, std::vector<int32_t>* n_emitted
 }
 
 int32_t Runner::anchor(int b) const { return impl_->h.anchors[b]; }
+
+void Runner::walk_stats(int* left_top, int* emitted) const {
+  const Impl& m = *impl_;
+  const size_t L = m.p.block - 1, K = m.p.top_k;
+  std::vector<int32_t> path, n_emitted, cands((size_t)m.p.blocks * L * K);
+  results(&path, &n_emitted);
+#if defined(DFSEL_WITH_CUDA)
+  if (m.cuda) {
+    cudaSetDevice(0);
+    cudaMemcpy(cands.data(), m.out[0].cand_ids, cands.size() * 4, cudaMemcpyDeviceToHost);
+  } else
+#endif
+    std::memcpy(cands.data(), m.out[0].cand_ids, cands.size() * 4);
+  *left_top = *emitted = 0;
+  for (int b = 0; b < m.p.blocks; ++b)
+    for (int p = 0; p < n_emitted[b]; ++p) {
+      const size_t d = (size_t)b * L + p;
+      *left_top += path[d] != cands[d * K] ? 1 : 0;
+      ++*emitted;
+    }
+}
 const Problem& Runner::problem() const { return impl_->p; }
 const char* Runner::backend_name() const { return impl_->cuda ? "cuda" : "cpu"; }
 const char* Runner::shard_note() const { return impl_->note; }
 const char* Runner::timing_note() const {
-  return impl_->cuda ? "CUDA events around one eager run" : "wall clock, CPU reference backend";
+  return impl_->cuda ? "CUDA events around one eager run" : "wall clock, CPU backend";
 }
 
 }  // namespace dfsel::tools

@@ -22,6 +22,7 @@ struct Problem {
   dfsel_backend backend = DFSEL_BACKEND_AUTO;
   float temperature = 0.0f, p_min = 0.0f;
   uint64_t seed = 1;
+  int threads = 0;  // CPU backend worker threads (0: every core)
 };
 
 // Host copies of every input, in the stored types.
@@ -36,15 +37,26 @@ void make_host_data(const Problem& p, HostData* h);
 bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err);
 // Fills n values of type t with seeded normal(0, sigma) draws.
 void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma, uint64_t seed);
+// Bytes of one F32, F16 or BF16 element.
+size_t elem_size(dfsel_type t);
+// Host memory the inputs of p take (the weights too unless a draft supplied them).
+double host_bytes(const Problem& p, bool weights_loaded);
+// s with every byte outside printable ASCII (and the backslash) written as \xNN.
+std::string printable(const char* s);
 
 class Runner {
  public:
   Runner();
   ~Runner();
+  // Validates the problem through the library's own rules and checks that it fits in memory
+  // before allocating anything; false with err set otherwise.
   bool setup(const Problem& p, std::string* err);
   bool step(double* us, std::string* err);  // one selector step, timed
   void results(std::vector<int32_t>* path, std::vector<int32_t>* n_emitted) const;
   int32_t anchor(int b) const;
+  // Of the positions emitted by the last step, how many took another candidate than the one
+  // with the largest logit (candidate 0).
+  void walk_stats(int* left_top, int* emitted) const;
   const Problem& problem() const;  // after setup: the sizes actually run (a GGUF's own)
   const char* backend_name() const;
   const char* shard_note() const;

@@ -52,8 +52,10 @@ dfsel_status check_index(const dfsel_gguf* g, const char* fn, int64_t i, size_t 
 
 extern "C" {
 
-dfsel_status dfsel_gguf_open(const char* path, int64_t v_begin, int64_t v_end, dfsel_gguf** out,
-                             char* msg, size_t msg_len) {
+namespace {
+
+dfsel_status open_draft(const char* path, int64_t v_begin, int64_t v_end, bool copy, dfsel_gguf** out,
+                        char* msg, size_t msg_len) {
   copy_message("", msg, msg_len);
   if (path == nullptr || out == nullptr) {
     copy_message(std::string("dfsel_gguf_open: ") + (path ? "out" : "path") + " is NULL", msg,
@@ -65,8 +67,9 @@ dfsel_status dfsel_gguf_open(const char* path, int64_t v_begin, int64_t v_end, d
     std::unique_ptr<dfsel_gguf> g(new dfsel_gguf);
     dfsel::Status s = dfsel::gguf::File::open(path, &g->file);
     if (s.ok()) {
-      s = dfsel::gguf::Selector::load(g->file, v_begin, v_end, &g->selector);
+      s = dfsel::gguf::Selector::load(g->file, v_begin, v_end, &g->selector, copy);
       if (!s.ok()) s.msg = std::string(path) + ": " + s.msg;
+      if (s.ok() && copy) g->file.detach();
     }
     if (!s.ok()) {
       copy_message(s.msg, msg, msg_len);
@@ -81,6 +84,18 @@ dfsel_status dfsel_gguf_open(const char* path, int64_t v_begin, int64_t v_end, d
     copy_message("dfsel_gguf_open: unexpected internal error", msg, msg_len);
     return DFSEL_INTERNAL_ERROR;
   }
+}
+
+}  // namespace
+
+dfsel_status dfsel_gguf_open(const char* path, int64_t v_begin, int64_t v_end, dfsel_gguf** out,
+                             char* msg, size_t msg_len) {
+  return open_draft(path, v_begin, v_end, false, out, msg, msg_len);
+}
+
+dfsel_status dfsel_gguf_open_copy(const char* path, int64_t v_begin, int64_t v_end, dfsel_gguf** out,
+                                  char* msg, size_t msg_len) {
+  return open_draft(path, v_begin, v_end, true, out, msg, msg_len);
 }
 
 dfsel_status dfsel_gguf_close(dfsel_gguf* gguf) {

@@ -99,6 +99,9 @@ class File {
   static Status open(const std::string& path, File* out);
   // Parses bytes that the caller keeps alive for the lifetime of out.
   static Status parse(const uint8_t* data, size_t size, File* out);
+  // Copies the metadata and tensor infos (the bytes before the data section) and lets the
+  // mapping go: the file is not read again, and tensor_data() may no longer be called.
+  void detach();
 
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
@@ -127,6 +130,7 @@ class File {
   friend class Parser;
 
   Mapping map_;
+  std::vector<uint8_t> header_copy_;  // after detach(): what data_ points to
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   uint32_t version_ = 0;

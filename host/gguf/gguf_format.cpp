@@ -76,6 +76,32 @@ std::string shape_string(const int64_t* ne, int n_dims) {
   return s + "}";
 }
 
+namespace {
+
+// Bytes of the well-formed UTF-8 character at s[i] (2 to 4), or 0: a stray continuation byte,
+// a truncated or overlong sequence, a surrogate, a code point past U+10FFFF, or a C1 control
+// (U+0080 to U+009F, which some terminals obey like ESC sequences).
+size_t utf8_char(std::string_view s, size_t i) {
+  const uint8_t c = static_cast<uint8_t>(s[i]);
+  size_t n;
+  uint32_t cp;
+  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    const uint8_t b = static_cast<uint8_t>(s[i + k]);
+    if ((b & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3f);
+  }
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp <= 0x9f) return 0;
+  return n;
+}
+
+}  // namespace
+
 void append_escaped(std::string_view s, size_t max_chars, std::string* out, char quote) {
   size_t n = s.size();
   const bool cut = n > max_chars;
@@ -95,6 +121,16 @@ void append_escaped(std::string_view s, size_t max_chars, std::string* out, char
       char buf[8];
       snprintf(buf, sizeof buf, "\\x%02x", c);
       *out += buf;
+    } else if (c >= 0x80) {
+      const size_t len = utf8_char(s.substr(0, n), i);
+      if (len > 0) {
+        out->append(s.data() + i, len);
+        i += len - 1;
+      } else {
+        char buf[8];
+        snprintf(buf, sizeof buf, "\\x%02x", c);
+        *out += buf;
+      }
     } else {
       out->push_back(static_cast<char>(c));
     }

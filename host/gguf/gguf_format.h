@@ -78,8 +78,9 @@ inline size_t min_size(ValueType t) {
 // "{ne0, ne1, ...}" of the first n_dims dimensions.
 std::string shape_string(const int64_t* ne, int n_dims);
 
-// s between quote characters, control bytes escaped, cut after about max_chars characters
-// (never inside a UTF-8 sequence).
+// s between quote characters, cut after about max_chars characters (never inside a UTF-8
+// sequence). Control bytes, C1 controls and bytes that do not form well-formed UTF-8 are
+// written as \xNN, so that the result is printable UTF-8 whatever the file held.
 void append_escaped(std::string_view s, size_t max_chars, std::string* out, char quote = '"');
 
 // A key or tensor name from the file, as messages show it: 'name', cut after 96 characters.

@@ -32,8 +32,28 @@ Mapping& Mapping::operator=(Mapping&& other) noexcept {
   return *this;
 }
 
+namespace {
+
+const char* file_kind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+// Judged before it is opened: opening a FIFO for reading waits for a writer, forever if none
+// comes. O_NONBLOCK covers a path swapped for one between the stat and the open.
 Status Mapping::map(const std::string& path, Mapping* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat before;
+  if (::stat(path.c_str(), &before) != 0)
+    return Status{DFSEL_IO_ERROR, cat("cannot open: ", std::generic_category().message(errno))};
+  if (!S_ISREG(before.st_mode))
+    return Status{DFSEL_IO_ERROR, cat("is ", file_kind(before.st_mode), ", not a regular file")};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return Status{DFSEL_IO_ERROR, cat("cannot open: ", std::generic_category().message(errno))};
   }
@@ -45,7 +65,7 @@ Status Mapping::map(const std::string& path, Mapping* out) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status{DFSEL_IO_ERROR, "not a regular file"};
+    return Status{DFSEL_IO_ERROR, cat("is ", file_kind(st.st_mode), ", not a regular file")};
   }
   Mapping m;
   m.size_ = static_cast<size_t>(st.st_size);

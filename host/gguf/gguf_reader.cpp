@@ -340,6 +340,12 @@ Status File::parse(const uint8_t* data, size_t size, File* out) {
   }
 }
 
+void File::detach() {
+  header_copy_.assign(data_, data_ + data_offset_);
+  data_ = header_copy_.data();
+  map_ = Mapping();
+}
+
 Status File::open(const std::string& path, File* out) {
   try {
     Mapping m;

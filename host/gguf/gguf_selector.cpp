@@ -69,7 +69,7 @@ Status find_selector_tensor(const File& f, const char* name, const TensorInfo** 
 // Rows [r0, r1) of a two-dimensional tensor as a view: into the file where the selector reads
 // the stored type directly and the data is aligned for it, else into *owned.
 void view_rows(const File& f, const TensorInfo& t, int64_t r0, int64_t r1,
-               std::vector<uint16_t>* owned, dfsel_tensor* v) {
+               std::vector<uint16_t>* owned, dfsel_tensor* v, bool copy) {
   const int64_t n = t.ne[0];
   const int64_t rows = r1 - r0;
   TypeLayout lay;
@@ -88,7 +88,7 @@ void view_rows(const File& f, const TensorInfo& t, int64_t r0, int64_t r1,
     const dfsel_type type = static_cast<dfsel_type>(t.type);
     const size_t bytes = size_t(rows) * row_bytes(type, n);
     const size_t align = type == DFSEL_TYPE_F32 ? 4 : 2;
-    if (reinterpret_cast<uintptr_t>(src) % align != 0) {  // general.alignment 1 or 2
+    if (copy || reinterpret_cast<uintptr_t>(src) % align != 0) {  // or general.alignment 1 or 2
       owned->resize(bytes / 2);
       memcpy(owned->data(), src, bytes);
       src = reinterpret_cast<const uint8_t*>(owned->data());
@@ -169,7 +169,7 @@ Status check_selector(const File& f, int64_t v_begin, int64_t v_end, dfsel_confi
 
 }  // namespace
 
-Status Selector::load(const File& file, int64_t v_begin, int64_t v_end, Selector* out) {
+Status Selector::load(const File& file, int64_t v_begin, int64_t v_end, Selector* out, bool copy) {
   try {
     Selector sel;
     int64_t range[2] = {0, 0};
@@ -177,11 +177,11 @@ Status Selector::load(const File& file, int64_t v_begin, int64_t v_end, Selector
     sel.v_begin_ = range[0];
     sel.v_end_ = range[1];
     view_rows(file, *file.find_tensor(kPredecessor), range[0], range[1], &sel.owned_[0],
-              &sel.e_prev_);
+              &sel.e_prev_, copy);
     view_rows(file, *file.find_tensor(kSuccessor), range[0], range[1], &sel.owned_[1],
-              &sel.e_next_);
+              &sel.e_next_, copy);
     const TensorInfo& h = *file.find_tensor(kHidden);
-    view_rows(file, h, 0, h.ne[1], &sel.owned_[2], &sel.w_h_);
+    view_rows(file, h, 0, h.ne[1], &sel.owned_[2], &sel.w_h_, copy);
     *out = std::move(sel);
     return Status::success();
   } catch (const std::bad_alloc&) {

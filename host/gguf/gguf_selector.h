@@ -31,7 +31,9 @@ class Selector {
   // v_begin = v_end = -1 selects the whole vocabulary. A range outside [0, V) is
   // DFSEL_INVALID_ARGUMENT; a file that is not a consistent DFlash2 draft DFSEL_FORMAT_ERROR;
   // a selector tensor of a type dfsel does not read DFSEL_UNSUPPORTED.
-  static Status load(const File& file, int64_t v_begin, int64_t v_end, Selector* out);
+  // copy: every tensor is copied into buffers the Selector owns, so that the File may let
+  // its mapping go (File::detach).
+  static Status load(const File& file, int64_t v_begin, int64_t v_end, Selector* out, bool copy = false);
 
   const dfsel_config& config() const { return config_; }  // max_blocks is 0
   int64_t v_begin() const { return v_begin_; }

@@ -64,6 +64,64 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   return Status::success();
 }
 
+// Bytes [begin, end) of one buffer a run reads or writes.
+struct Span {
+  const char* name;
+  uintptr_t begin, end;
+};
+
+Span span_of(const char* name, const void* p, size_t bytes) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  return Span{name, b, p ? b + bytes : b};
+}
+
+// A validated matrix's bytes: ne[1] - 1 strides and one row.
+Span matrix_span(const char* name, const dfsel_tensor& t) {
+  return span_of(name, t.data, (size_t)(t.ne[1] - 1) * t.nb[1] + row_bytes(t.type, t.ne[0]));
+}
+
+bool overlap(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
+
+// dfsel.h: outputs overlap neither each other, nor the inputs, the weights or the workspace.
+Status check_aliasing(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_outputs& out) {
+  const PlanShape& sh = plan.shape;
+  const size_t nd = (size_t)in.n_blocks * sh.L, k = (size_t)sh.k;
+  const size_t n_tokens = (size_t)in.n_blocks * sh.block_size;
+  const size_t stride = packed_stride(out.packed_row_stride, sh.n_embd);
+  const Span outs[] = {
+      span_of("outputs.cand_ids", out.cand_ids, nd * k * 4),
+      span_of("outputs.unary", out.unary, nd * k * 4),
+      span_of("outputs.scores", out.scores, nd * k * k * 4),
+      span_of("outputs.q", in.temperature > 0.0f ? out.q : nullptr, nd * k * 4),
+      span_of("outputs.path", out.path, nd * 4),
+      span_of("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4),
+      span_of("outputs.packed", out.packed, out.packed ? (n_tokens - 1) * stride + (size_t)sh.n_embd * 4 : 0),
+  };
+  const dfsel_plan_desc& d = plan.desc;
+  const Span reads[] = {
+      matrix_span("inputs.logits", in.logits),
+      matrix_span("inputs.hidden", in.hidden),
+      span_of("inputs.anchors", in.anchors, (size_t)in.n_blocks * 4),
+      matrix_span("e_prev", d.e_prev),
+      matrix_span("e_next", d.e_next),
+      matrix_span("w_h", d.w_h),
+      span_of("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0),
+  };
+  constexpr int n_outs = sizeof outs / sizeof outs[0];
+  for (int i = 0; i < n_outs; ++i) {
+    if (outs[i].begin == outs[i].end) continue;
+    for (int j = i + 1; j < n_outs; ++j)
+      if (overlap(outs[i], outs[j]))
+        return fail(DFSEL_INVALID_ARGUMENT, "%s (%p) and %s (%p) overlap; outputs must not share memory", outs[i].name,
+                    (void*)outs[i].begin, outs[j].name, (void*)outs[j].begin);
+    for (const Span& r : reads)
+      if (overlap(outs[i], r))
+        return fail(DFSEL_INVALID_ARGUMENT, "%s (%p) overlaps %s (%p); outputs must not share memory with what a run reads",
+                    outs[i].name, (void*)outs[i].begin, r.name, (void*)r.begin);
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
@@ -162,7 +220,7 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed_row_stride = %zu must be a multiple of 4 and at least n_embd * 4 = %zu",
                   out->packed_row_stride, (size_t)sh.n_embd * 4);
   }
-  return Status::success();
+  return check_aliasing(plan, *in, *out);
 }
 
 }  // namespace dfsel

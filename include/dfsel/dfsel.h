@@ -15,6 +15,19 @@
  * In-process groups (several plans, no NCCL communicator, dfsel_run_group): the next run of
  * the group must be ordered after this one on every plan's stream (one stream for all, or a
  * synchronisation between steps).
+ *
+ * Memory that a run writes may not be shared: a plan's outputs overlap neither each other nor
+ * anything that plan reads (inputs.logits, inputs.hidden, inputs.anchors, its e_prev, e_next
+ * and w_h, its caller-owned workspace); a run whose outputs do is refused
+ * (DFSEL_INVALID_ARGUMENT, both buffers named) before anything is written. In a group, keep
+ * each plan's outputs apart from the other plans' buffers too (that is not checked). The packed rows
+ * cannot replace the hidden states in place. Inputs may overlap each other freely (the shards
+ * of an in-process group may read one logits buffer). The byte ranges compared are those the
+ * run touches: e.g. [cand_ids, cand_ids + n_blocks * L * K * 4), for a matrix its ne[1] - 1
+ * strides and one row, outputs.q only when sampling.
+ *
+ * The CPU backend copies W_h when the plan is created (it is the plan's weight, widened to
+ * floats once); the codebooks are read in place at every run and must outlive the plan.
  */
 #ifndef DFSEL_DFSEL_H
 #define DFSEL_DFSEL_H
@@ -112,7 +125,10 @@ typedef struct dfsel_plan_desc {
   void* workspace;           /* optional caller-owned workspace (dfsel_workspace_size), aligned to
                                 256 bytes for CUDA, 16 for the CPU; NULL: the plan allocates it */
   size_t workspace_bytes;
-  int32_t n_threads;         /* CPU backend: worker threads for a run; 0 means every core */
+  int32_t n_threads;         /* CPU backend: threads a run uses, the caller's included; 0 means every
+                                core this process may run on; at most 1024. Started at plan creation,
+                                joined by dfsel_plan_destroy; a run starts none. Results do not depend
+                                on it (bitwise). Ignored by the CUDA backend. */
 } dfsel_plan_desc;
 
 typedef struct dfsel_inputs {
@@ -161,6 +177,10 @@ DFSEL_API dfsel_status dfsel_plan_create(const dfsel_plan_desc* desc, dfsel_plan
                                          char* msg, size_t msg_len);
 DFSEL_API dfsel_status dfsel_plan_destroy(dfsel_plan* plan);
 DFSEL_API dfsel_backend dfsel_plan_backend(const dfsel_plan* plan);
+/* The outcome of the plan's last call that named it (run, run_group, wait, check): the
+ * message of its failure, "" after a success. A call that names no plan (dfsel_run_group with
+ * n <= 0 or plans == NULL) cannot record anything without global state: its status is the
+ * whole answer, and every plan keeps what it held. */
 DFSEL_API const char* dfsel_plan_last_error(const dfsel_plan* plan);
 
 /* One selector step for a plan whose exchange needs no peers in this call: n_ranks == 1 or an
@@ -169,7 +189,11 @@ DFSEL_API dfsel_status dfsel_plan_run(dfsel_plan* plan, const dfsel_inputs* in,
                                       const dfsel_outputs* out, void* stream);
 
 /* One step for several shards driven from this thread: every rank of one group (in-process
- * exchange), or this process's ranks of an NCCL group (the all-gathers are grouped). */
+ * exchange), or this process's ranks of an NCCL group (the all-gathers are grouped). The
+ * plans must describe one selector: the same config (logit_scale and softcap compared bit
+ * for bit), placement, codebook type and W_h type; an in-process group also needs every rank
+ * once and ranges that tile [0, V). The outcome is recorded in every plan given (n >= 1 and
+ * plans not NULL); DFSEL_INVALID_ARGUMENT with n <= 0 or plans == NULL is recorded in none. */
 DFSEL_API dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in,
                                        const dfsel_outputs* out, void* const* streams);
 

@@ -8,6 +8,19 @@
  * into the mapping; Q4_K and Q6_K are dequantised to BF16 at open. Views stay valid until
  * dfsel_gguf_close.
  *
+ * The mapping and a file that shrinks: if the file is truncated (or rewritten shorter) while a
+ * handle from dfsel_gguf_open is open, reading a view, or a metadata value, past the new end
+ * raises SIGBUS, which ends the process unless the caller handles it; the library cannot turn
+ * it into a status. A caller that cannot rule that out opens the draft with
+ * dfsel_gguf_open_copy, which copies the selector tensors and the metadata into memory the
+ * handle owns and lets the mapping go before it returns; the file is not read after that.
+ * Only a file path that names a regular file is opened: a FIFO, a directory or a device is
+ * refused (DFSEL_IO_ERROR) before it is opened, so a FIFO cannot block the call.
+ *
+ * Messages quote the file's bytes (keys, names, strings) escaped: control bytes, C1 controls
+ * and bytes that are not UTF-8 are written as \xNN, so a message is printable UTF-8.
+ * dfsel_gguf_metadata_key returns the key as stored: escape it before printing it.
+ *
  * Every call returns a dfsel_status. dfsel_gguf_open writes the reason of a failure to msg;
  * the other calls keep it for dfsel_gguf_last_error (a NULL handle has nowhere to keep it).
  * A file that is not a well-formed GGUF, or not a consistent DFlash2 draft, is
@@ -62,6 +75,12 @@ typedef struct dfsel_gguf_tensor_desc {
  * loads all V rows. msg (may be NULL) receives the reason of a failure. */
 DFSEL_API dfsel_status dfsel_gguf_open(const char* path, int64_t v_begin, int64_t v_end,
                                        dfsel_gguf** out, char* msg, size_t msg_len);
+/* dfsel_gguf_open, then the selector tensors (rows [v_begin, v_end) of the codebooks, and W_h)
+ * and the metadata are copied into memory the handle owns and the file is unmapped: a file
+ * truncated after this call returns cannot raise SIGBUS in the caller. Costs the copy (about
+ * 2 x V x R x 2 bytes for BF16 codebooks). The file must not shrink while the call runs. */
+DFSEL_API dfsel_status dfsel_gguf_open_copy(const char* path, int64_t v_begin, int64_t v_end,
+                                            dfsel_gguf** out, char* msg, size_t msg_len);
 DFSEL_API dfsel_status dfsel_gguf_close(dfsel_gguf* gguf);
 /* The message of the handle's last failed call ("" if none). */
 DFSEL_API const char* dfsel_gguf_last_error(const dfsel_gguf* gguf);

@@ -96,8 +96,9 @@ std::vector<uint8_t> write_gguf(uint32_t version, const std::vector<GgufKv>& kvs
                                 const std::vector<GgufTensor>& tensors, uint32_t alignment,
                                 GgufLayout* layout) {
   GgufLayout l;
-  std::vector<uint8_t> out;
-  out.insert(out.end(), {'G', 'G', 'U', 'F'});
+  // The magic is the vector's first contents rather than an insert at the end of an empty
+  // vector, which GCC 12 takes for a write past a zero-byte buffer (-Wstringop-overflow).
+  std::vector<uint8_t> out{'G', 'G', 'U', 'F'};
   put<uint32_t>(&out, version);
   put<uint64_t>(&out, tensors.size());
   put<uint64_t>(&out, kvs.size());

@@ -91,6 +91,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dfsel_write_draft: sizes must be positive and --block at least 2\n");
     return 2;
   }
+  // What the reader would refuse is refused here, rather than written.
+  if (o.top_k > o.n_vocab) {
+    std::fprintf(stderr, "dfsel_write_draft: --top-k %lld is larger than --vocab %lld\n", (long long)o.top_k,
+                 (long long)o.n_vocab);
+    return 2;
+  }
+  const struct {
+    const char* flag;
+    dfsel_type type;
+    const char* axis;
+    int64_t n;
+  } kRows[] = {{"--codebook-type", o.codebook_type, "--rank", o.rank}, {"--hidden-type", o.hidden_type, "--embd", o.n_embd}};
+  for (const auto& r : kRows) {
+    const int64_t block = r.type == DFSEL_TYPE_Q8_0 ? 32 : (r.type == DFSEL_TYPE_Q4_K || r.type == DFSEL_TYPE_Q6_K) ? 256 : 1;
+    if (r.n % block != 0) {
+      std::fprintf(stderr, "dfsel_write_draft: %s %s needs %s to be a multiple of %lld, not %lld\n", r.flag,
+                   dfsel_type_name(r.type), r.axis, (long long)block, (long long)r.n);
+      return 2;
+    }
+  }
   const dfsel::test::Draft d = dfsel::test::make_draft(o);
   if (!dfsel::test::write_file(out, d.bytes)) {
     std::fprintf(stderr, "dfsel_write_draft: cannot write %s\n", out.c_str());

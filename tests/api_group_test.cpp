@@ -1,0 +1,167 @@
+// In-process groups and the last error of dfsel_run_group, and the aliasing rule of dfsel.h,
+// on CPU plans: plans that describe different selectors are refused, each difference by name
+// (the rule the NCCL set-up applies, host/plan/group.h); a call that names no plan leaves every
+// plan's record as it was; outputs that share memory are refused before anything is written.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/common/numeric.cuh"
+#include "support/problem.h"
+
+namespace dfsel::test {
+namespace {
+
+Case two_shard_case() {
+  Case c;
+  c.V = 600;
+  c.cb_t = DFSEL_TYPE_F16;
+  c.wh_t = DFSEL_TYPE_F16;
+  return c;
+}
+
+RunOpts two_shards() {
+  RunOpts r;
+  r.bounds = {0, 250, 600};
+  return r;
+}
+
+struct Mismatch {
+  void (*edit)(int shard, dfsel_plan_desc* d);
+  const char* names;
+};
+
+TEST(ApiGroup, PlansThatDescribeAnotherSelectorAreRefused) {
+  // F16 and BF16 rows have the same bytes: only the type field tells the plans apart.
+  const Mismatch cases[] = {
+      {[](int s, dfsel_plan_desc* d) { if (s == 1) d->e_prev.type = d->e_next.type = DFSEL_TYPE_BF16; },
+       "plans[1] describes another selector than plans[0]: e_prev.type = BF16, against F16"},
+      {[](int s, dfsel_plan_desc* d) { if (s == 1) d->w_h.type = DFSEL_TYPE_BF16; },
+       "plans[1] describes another selector than plans[0]: w_h.type = BF16, against F16"},
+      {[](int s, dfsel_plan_desc* d) { if (s == 1) d->config.logit_scale = 0.5f; },
+       "plans[1] describes another selector than plans[0]: config.logit_scale = 0.5, against 1"},
+      {[](int s, dfsel_plan_desc* d) { if (s == 1) d->config.softcap = 30.0f; },
+       "plans[1] describes another selector than plans[0]: config.softcap = 30, against 0"},
+      {[](int s, dfsel_plan_desc* d) { if (s == 0) d->config.softcap = -0.0f; },
+       "plans[1] describes another selector than plans[0]: config.softcap = 0, against -0"},
+      {[](int s, dfsel_plan_desc* d) { if (s == 1) d->config.top_k = 4; },
+       "plans[1] describes another selector than plans[0]: config.top_k = 4, against 8"},
+      {[](int s, dfsel_plan_desc* d) { if (s == 1) d->config.max_blocks = 3; },
+       "plans[1] describes another selector than plans[0]: config.max_blocks = 3, against 2"},
+      {[](int s, dfsel_plan_desc* d) { if (s == 1) d->shard.rank = 0; },
+       "plans[1] has shard.rank = 0, which another rank of the group has too"},
+  };
+  const Case c = two_shard_case();
+  const Data d = make_data(c, fresh_seed());
+  for (const Mismatch& m : cases) {
+    RunOpts r = two_shards();
+    r.edit_desc = m.edit;
+    const Result res = run_case(c, d, r);
+    for (size_t s = 0; s < res.create_status.size(); ++s)
+      ASSERT_EQ(res.create_status[s], DFSEL_SUCCESS) << res.create_errors[s];
+    EXPECT_EQ(res.status, DFSEL_INVALID_ARGUMENT) << m.names;
+    EXPECT_NE(res.error.find(m.names), std::string::npos) << res.error;
+  }
+  // And the plans as made agree.
+  const Result ok = run_case(c, d, two_shards());
+  EXPECT_EQ(ok.status, DFSEL_SUCCESS) << ok.error;
+}
+
+TEST(ApiGroup, ACallThatNamesNoPlanChangesNoPlansRecord) {
+  const Case c = two_shard_case();
+  const Data d = make_data(c, fresh_seed());
+  Session s(c, d, two_shards());
+  Result created;
+  ASSERT_EQ(s.create(&created), DFSEL_SUCCESS) << created.error;
+  // A failure names its reason in every plan given...
+  EXPECT_EQ(dfsel_run_group(2, s.plans.data(), nullptr, nullptr, nullptr), DFSEL_INVALID_ARGUMENT);
+  EXPECT_STREQ(dfsel_plan_last_error(s.plans[0]), "inputs is NULL");
+  EXPECT_STREQ(dfsel_plan_last_error(s.plans[1]), "inputs is NULL");
+  // ...a success clears it...
+  ASSERT_EQ(s.run(), DFSEL_SUCCESS) << dfsel_plan_last_error(s.plans[0]);
+  EXPECT_STREQ(dfsel_plan_last_error(s.plans[0]), "");
+  EXPECT_STREQ(dfsel_plan_last_error(s.plans[1]), "");
+  // ...and a call that names no plan is answered by its status alone.
+  for (int n : {0, -1}) EXPECT_EQ(dfsel_run_group(n, s.plans.data(), nullptr, nullptr, nullptr), DFSEL_INVALID_ARGUMENT);
+  EXPECT_EQ(dfsel_run_group(2, nullptr, nullptr, nullptr, nullptr), DFSEL_INVALID_ARGUMENT);
+  EXPECT_STREQ(dfsel_plan_last_error(s.plans[0]), "");
+  EXPECT_STREQ(dfsel_plan_last_error(s.plans[1]), "");
+  // A NULL entry is named in the plans that are there.
+  dfsel_plan* with_hole[2] = {s.plans[0], nullptr};
+  EXPECT_EQ(dfsel_run_group(2, with_hole, nullptr, nullptr, nullptr), DFSEL_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dfsel_plan_last_error(s.plans[0])).find("NULL"), std::string::npos);
+}
+
+// One plan, outputs placed by hand so that two of them share memory.
+class Aliasing : public testing::Test {
+ protected:
+  void SetUp() override {
+    c.V = 300;
+    d = make_data(c, 7);
+    const int64_t n_tokens = (int64_t)c.blocks * c.block;
+    const size_t cb_row = row_bytes(c.cb_t, c.R);
+    desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, 1.0f, 0.0f, c.blocks};
+    desc.shard = dfsel_shard{0, 1, 0, c.V};
+    desc.backend = DFSEL_BACKEND_CPU;
+    desc.e_prev = make_matrix(d.e_prev.data(), c.cb_t, c.R, c.V, cb_row);
+    desc.e_next = make_matrix(d.e_next.data(), c.cb_t, c.R, c.V, cb_row);
+    desc.w_h = make_matrix(d.w_h.data(), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
+    char msg[256];
+    ASSERT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
+    in.logits = make_matrix(d.logits.data(), c.logits_t, c.V, n_tokens, d.logits_nb1);
+    in.hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
+    in.anchors = d.anchors.data();
+    in.n_blocks = c.blocks;
+    nd = (size_t)c.blocks * (c.block - 1);
+    buf.assign(nd * c.K * c.K * 8, 0);
+    out.path = reinterpret_cast<int32_t*>(buf.data());
+    out.n_emitted = out.path + nd;
+    out.scores = reinterpret_cast<float*>(out.n_emitted + c.blocks);
+  }
+  void TearDown() override { dfsel_plan_destroy(plan); }
+
+  std::string refused() {
+    EXPECT_EQ(dfsel_plan_run(plan, &in, &out, nullptr), DFSEL_INVALID_ARGUMENT);
+    return dfsel_plan_last_error(plan);
+  }
+
+  Case c;
+  Data d;
+  dfsel_plan_desc desc{};
+  dfsel_plan* plan = nullptr;
+  dfsel_inputs in{};
+  dfsel_outputs out{};
+  size_t nd = 0;
+  std::vector<int32_t> buf;
+};
+
+TEST_F(Aliasing, SeparateOutputsRun) {
+  ASSERT_EQ(dfsel_plan_run(plan, &in, &out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plan);
+}
+
+TEST_F(Aliasing, OutputsThatOverlapEachOtherAreRefused) {
+  out.cand_ids = out.path + 1;
+  EXPECT_NE(refused().find("outputs.cand_ids"), std::string::npos);
+  out.cand_ids = nullptr;
+  out.unary = out.scores + nd;  // inside the scores
+  EXPECT_NE(refused().find("outputs.unary"), std::string::npos);
+}
+
+TEST_F(Aliasing, OutputsOverAnInputAreRefused) {
+  std::vector<int32_t> anchors = d.anchors;
+  in.anchors = anchors.data();
+  out.n_emitted = anchors.data();
+  const std::string why = refused();
+  EXPECT_NE(why.find("outputs.n_emitted"), std::string::npos) << why;
+  EXPECT_NE(why.find("inputs.anchors"), std::string::npos) << why;
+  EXPECT_EQ(anchors, d.anchors) << "nothing was written";
+  out.n_emitted = reinterpret_cast<int32_t*>(buf.data()) + nd;
+  out.unary = reinterpret_cast<float*>(d.logits.data());
+  EXPECT_NE(refused().find("inputs.logits"), std::string::npos);
+  out.unary = reinterpret_cast<float*>(d.e_next.data()) + 3;
+  EXPECT_NE(refused().find("e_next"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dfsel::test

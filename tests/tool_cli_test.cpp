@@ -1,0 +1,247 @@
+// The dfsel command as a new user meets it: every bad request is refused with exit status 2
+// (options) or 1 (set-up) and one line naming the flag and the value, never a signal, never a
+// silent wrong run; and dfsel_write_draft writes only drafts that the reader opens.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "dfsel/dfsel.h"
+#include "options.h"
+#include "support/gguf_writer.h"
+
+namespace {
+
+using dfsel::tools::Options;
+using dfsel::tools::parse_options;
+
+bool parse(std::vector<const char*> args, Options* o, std::string* err) {
+  args.insert(args.begin(), "dfsel");
+  return parse_options((int)args.size(), args.data(), o, err);
+}
+
+struct Refusal {
+  std::vector<const char*> args;
+  const char* names;  // the message names the flag (and the value)
+};
+
+TEST(ToolOptions, NumbersParseWholeOrAreRefused) {
+  const Refusal cases[] = {
+      {{"--top-k", "1e3"}, "--top-k"},        {{"--temperature", "0,8"}, "--temperature"},
+      {{"--vocab", "12abc"}, "--vocab"},      {{"--seed", "abc"}, "--seed"},
+      {{"--vocab", "--steps", "1"}, "--vocab needs a value"},
+      {{"--embd", "-1"}, "--embd = -1"},      {{"--vocab", "3000000000"}, "--vocab = 3000000000"},
+      {{"--vocab", "99999999999999999999"}, "--vocab"}, {{"--p-min", "1.5"}, "--p-min = 1.5"},
+      {{"--steps", ""}, "--steps"},           {{"--blocks", " 3"}, "--blocks"},
+      {{"--seed", "-1"}, "--seed"},           {{"--temperature", "nan"}, "--temperature"},
+      {{"--threads", "1.5"}, "--threads"},    {{"--shards", "0"}, "--shards = 0"},
+  };
+  for (const Refusal& c : cases) {
+    Options o;
+    std::string err;
+    EXPECT_FALSE(parse(c.args, &o, &err)) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "");
+    EXPECT_NE(err.find(c.names), std::string::npos) << err;
+  }
+}
+
+TEST(ToolOptions, WholeNumbersParse) {
+  Options o;
+  std::string err;
+  ASSERT_TRUE(parse({"--top-k", "8", "--temperature", "0.8", "--vocab", "32000", "--seed", "18446744073709551615",
+                     "--p-min", "0.5", "--threads", "2"},
+                    &o, &err))
+      << err;
+  EXPECT_EQ(o.top_k, 8);
+  EXPECT_FLOAT_EQ(o.temperature, 0.8f);
+  EXPECT_EQ(o.vocab, 32000);
+  EXPECT_EQ(o.seed, 18446744073709551615ull);
+  EXPECT_EQ(o.threads, 2);
+}
+
+TEST(ToolOptions, GgufSetsTheSizesAndNeedsAName) {
+  for (const char* flag : {"--top-k", "--rank", "--vocab", "--embd", "--block-size"}) {
+    Options o;
+    std::string err;
+    EXPECT_FALSE(parse({"--gguf", "draft.gguf", flag, "8"}, &o, &err)) << flag;
+    EXPECT_NE(err.find(flag), std::string::npos) << err;
+    EXPECT_NE(err.find("--gguf"), std::string::npos) << err;
+  }
+  Options o;
+  std::string err;
+  EXPECT_FALSE(parse({"--gguf", ""}, &o, &err));
+  EXPECT_NE(err.find("--gguf needs a file name"), std::string::npos) << err;
+  EXPECT_TRUE(parse({"--gguf", "draft.gguf", "--blocks", "2", "--steps", "1"}, &o, &err)) << err;
+}
+
+struct CliRun {
+  int status = -1;  // exit status, or -1 when a signal ended it
+  int signal = 0;
+  std::string output;
+};
+
+// Runs the command with args (under `timeout 120`, so that a hang fails rather than blocks).
+CliRun run(const std::string& args, int timeout_s = 120) {
+  CliRun r;
+  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + DFSEL_CLI_BIN + " " + args + " 2>&1";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int st = pclose(p);
+  if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
+  return r;
+}
+
+// Requests that used to be allocated before they were judged (std::bad_alloc, SIGABRT).
+TEST(ToolCli, ImpossibleProblemsAreRefusedBeforeAllocating) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--embd -1", "--embd = -1"},
+      {"--vocab 3000000000", "--vocab = 3000000000"},
+      {"--embd 2147483647", "needs about"},
+      {"--blocks 1000000", "needs about"},
+      {"--vocab 99999999999999999999", "--vocab"},
+      {"--block-size 1024 --blocks 100", "needs about"},
+      {"--block-size 1", "block_size = 1"},
+      {"--top-k 100", "top_k = 100"},
+      {"--rank 100 --codebook-type q8_0", "multiple of 32"},
+  };
+  for (const auto& c : cases) {
+    const CliRun r = run(std::string(c.first) + " --steps 1");
+    EXPECT_EQ(r.signal, 0) << c.first << ": killed by signal " << r.signal << "\n" << r.output;
+    EXPECT_TRUE(r.status == 1 || r.status == 2) << c.first << ": exit " << r.status << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+  }
+}
+
+// Numbers that atoi / atof read in part ran a different problem; now the command refuses them.
+TEST(ToolCli, NumbersThatDoNotParseWholeAreRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--top-k 1e3", "--top-k takes a whole number, not '1e3'"},
+      {"--temperature 0,8", "--temperature takes a number such as 0.8, not '0,8'"},
+      {"--vocab 12abc", "--vocab takes a whole number, not '12abc'"},
+      {"--seed abc", "--seed takes a whole number >= 0, not 'abc'"},
+      {"--vocab --steps 1", "--vocab needs a value"},
+  };
+  for (const auto& c : cases) {
+    const CliRun r = run(std::string(c.first) + " --backend cpu --embd 64 --steps 1");
+    EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
+    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+  }
+}
+
+// With --gguf the draft's sizes stand: the size flags used to be ignored without a word, and
+// an empty name ran the synthetic problem.
+TEST(ToolCli, GgufRefusesSizeFlagsAndAnEmptyName) {
+  for (const char* flag : {"--top-k 8", "--rank 64", "--vocab 1000", "--embd 64", "--block-size 8"}) {
+    const CliRun r = run(std::string("--gguf draft.gguf ") + flag + " --steps 1");
+    EXPECT_EQ(r.status, 2) << flag << ":\n" << r.output;
+    EXPECT_NE(r.output.find("cannot be combined with --gguf"), std::string::npos) << r.output;
+  }
+  const CliRun r = run("--gguf '' --backend cpu --steps 1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--gguf needs a file name"), std::string::npos) << r.output;
+}
+
+// Simulated shards share the host inputs: 200 of them used to copy the logits and codebooks
+// each (about 270 MB a shard) until the kernel killed the process.
+TEST(ToolCli, ManySimulatedShardsShareTheInputs) {
+  const CliRun r = run("--backend cpu --shards 200 --steps 1");
+  EXPECT_EQ(r.signal, 0) << r.output;
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("block 0: anchor"), std::string::npos) << r.output;
+  struct rusage ru {};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  EXPECT_LT(ru.ru_maxrss, 3L * 1024 * 1024) << "peak resident kB of the command";
+}
+
+// Without a GPU (or without the CUDA backend) the library's own sentence is shown.
+TEST(ToolCli, CudaWithoutAGpuSaysSo) {
+  const CliRun r = run("--backend cuda --vocab 1000 --embd 64 --steps 1");
+  int n = 0;
+  dfsel_cuda_device_count(&n);
+  if (n > 0) GTEST_SKIP() << "a CUDA GPU is present";
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.output.find("cudaMalloc"), std::string::npos) << r.output;
+  EXPECT_TRUE(r.output.find("no CUDA device") != std::string::npos ||
+              r.output.find("has no CUDA backend") != std::string::npos)
+      << r.output;
+}
+
+TEST(ToolCli, BothTermsOfTheScoreCount) {
+  // The synthetic problem is one where the lattice matters: the walk leaves the top unary
+  // candidate somewhere over a few blocks, and p_min 0.5 still lets some block emit.
+  const CliRun r = run("--backend cpu --vocab 32000 --embd 256 --blocks 8 --steps 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  int left = -1, emitted = -1;
+  const size_t at = r.output.find("walk: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at, "walk: %d of %d", &left, &emitted), 2) << r.output;
+  EXPECT_GT(left, 0) << r.output;
+  EXPECT_LT(left, emitted) << r.output;
+  const CliRun cut = run("--backend cpu --vocab 32000 --embd 256 --blocks 8 --steps 1 --p-min 0.5");
+  ASSERT_EQ(cut.status, 0) << cut.output;
+  const size_t w = cut.output.find("walk: ");
+  ASSERT_NE(w, std::string::npos);
+  ASSERT_EQ(std::sscanf(cut.output.c_str() + w, "walk: %d of %d", &left, &emitted), 2);
+  EXPECT_GT(emitted, 0) << cut.output;
+}
+
+// A key is the file's bytes: the command prints it escaped, never raw to the terminal.
+TEST(ToolCli, GgufKeysArePrintedEscaped) {
+  dfsel::test::DraftOptions o;
+  dfsel::test::Draft d = dfsel::test::make_draft(o);
+  const std::string key = "general.name";
+  auto at = std::search(d.bytes.begin(), d.bytes.end(), key.begin(), key.end());
+  ASSERT_NE(at, d.bytes.end());
+  const char esc[] = "\x1b[31m\x9b\xff";  // ESC sequence, a C1 CSI, a byte that is not UTF-8
+  std::copy(esc, esc + 7, at);
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("keys.gguf");
+  ASSERT_TRUE(dfsel::test::write_file(path, d.bytes));
+  const CliRun r = run("--backend cpu --gguf " + path + " --steps 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\x9b'), std::string::npos);
+  EXPECT_EQ(r.output.find('\xff'), std::string::npos);
+  EXPECT_NE(r.output.find("\\x1b[31m\\x9b\\xff.name"), std::string::npos) << r.output;
+}
+
+// A FIFO given as the draft is refused at once instead of blocking the command.
+TEST(ToolCli, AFifoAsTheDraftIsRefused) {
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("f.gguf");
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  const CliRun r = run("--backend cpu --gguf " + path + " --steps 1", 10);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("a FIFO, not a regular file"), std::string::npos) << r.output;
+}
+
+TEST(ToolWriteDraft, RefusesDraftsTheReaderRejects) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--vocab 8 --top-k 16", "--top-k 16 is larger than --vocab 8"},
+      {"--embd 64 --hidden-type q6_k", "--embd to be a multiple of 256"},
+      {"--rank 16 --codebook-type q8_0", "--rank to be a multiple of 32"},
+  };
+  const std::string out = testing::TempDir() + "refused.gguf";
+  for (const auto& c : cases) {
+    const std::string cmd = std::string(DFSEL_WRITE_DRAFT_BIN) + " " + out + " " + c.first + " 2>&1";
+    std::FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string text;
+    char buf[1024];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+    const int st = pclose(p);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << c.first << ": " << text;
+    EXPECT_NE(text.find(c.second), std::string::npos) << c.first << ": " << text;
+  }
+}
+
+}  // namespace

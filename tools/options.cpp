@@ -1,0 +1,151 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+namespace dfsel::tools {
+
+namespace {
+
+// A whole decimal integer in [lo, hi], nothing before or after it.
+bool parse_int(const std::string& flag, const char* v, long long lo, long long hi, long long* out, std::string* err) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || v[0] == ' ' || v[0] == '\t' || v[0] == '+') {
+    *err = flag + " takes a whole number, not '" + v + "'";
+    return false;
+  }
+  if (errno == ERANGE || x < lo || x > hi) {
+    *err = flag + " = " + v + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+bool parse_u64(const std::string& flag, const char* v, uint64_t* out, std::string* err) {
+  char* end = nullptr;
+  errno = 0;
+  if (v[0] < '0' || v[0] > '9') {
+    *err = flag + " takes a whole number >= 0, not '" + v + "'";
+    return false;
+  }
+  const unsigned long long x = std::strtoull(v, &end, 10);
+  if (*end != '\0') {
+    *err = flag + " takes a whole number >= 0, not '" + v + "'";
+    return false;
+  }
+  if (errno == ERANGE) {
+    *err = flag + " = " + v + " is larger than 2^64 - 1";
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+// A finite decimal number (a point, not a comma) in [lo, hi].
+bool parse_float(const std::string& flag, const char* v, double lo, double hi, float* out, std::string* err) {
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(v, &end);
+  if (end == v || *end != '\0' || v[0] == ' ' || v[0] == '\t' || !std::isfinite(x)) {
+    *err = flag + " takes a number such as 0.8, not '" + v + "'";
+    return false;
+  }
+  if (x < lo || x > hi) {
+    *err = flag + " = " + v + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    return false;
+  }
+  *out = (float)x;
+  return true;
+}
+
+}  // namespace
+
+void print_usage() {
+  std::printf(
+      "usage: dfsel [options]\n"
+      "  --vocab V         vocabulary size (248320)\n"
+      "  --embd E          hidden width (5120)\n"
+      "  --rank R          codebook rank (256)\n"
+      "  --top-k K         candidates per position (16)\n"
+      "  --block-size B    anchor + drafted positions (16)\n"
+      "  --blocks N        blocks per step (1)\n"
+      "  --shards S        vocabulary shards (1): GPUs when there are that many, else simulated\n"
+      "  --dtype T         logits and hidden type: f32, f16, bf16 (f32)\n"
+      "  --codebook-type T f32, f16, bf16, q8_0 (bf16)\n"
+      "  --placement P     replicated or sharded codebooks (replicated)\n"
+      "  --temperature T   0 greedy, > 0 sampling (0)\n"
+      "  --p-min P         stop a block when the chosen probability is below P (0)\n"
+      "  --seed S          inputs and sampling seed (1)\n"
+      "  --steps N         timed steps (5)\n"
+      "  --backend B       auto, cpu or cuda (auto)\n"
+      "  --threads N       CPU backend worker threads, 0 for every core (0)\n"
+      "  --gguf FILE       take the selector (sizes, codebooks, W_h) from a DFlash2 GGUF draft;\n"
+      "                    its sizes then stand: --vocab, --embd, --rank, --top-k, --block-size\n"
+      "                    are refused with it\n");
+}
+
+bool parse_options(int argc, const char* const* argv, Options* o, std::string* err) {
+  static const char* const kDraftSizes[] = {"--vocab", "--embd", "--rank", "--top-k", "--block-size"};
+  std::set<std::string> given;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      o->help = true;
+      return true;
+    }
+    if (a.rfind("--", 0) != 0) {
+      *err = "unexpected argument '" + a + "' (options start with --; see --help)";
+      return false;
+    }
+    // A value that is itself a flag means the value was left out ("--vocab --steps 1").
+    if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) {
+      *err = a + " needs a value";
+      return false;
+    }
+    const char* v = argv[++i];
+    long long n = 0;
+    bool ok = true;
+    if (a == "--vocab") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->vocab = n;
+    else if (a == "--embd") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->embd = n;
+    else if (a == "--rank") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->rank = (int)n;
+    else if (a == "--top-k") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->top_k = (int)n;
+    else if (a == "--block-size") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->block = (int)n;
+    else if (a == "--blocks") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->blocks = (int)n;
+    else if (a == "--shards") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->shards = (int)n;
+    else if (a == "--steps") ok = parse_int(a, v, 1, 1000000, &n, err), o->steps = (int)n;
+    else if (a == "--threads") ok = parse_int(a, v, 0, 1024, &n, err), o->threads = (int)n;
+    else if (a == "--seed") ok = parse_u64(a, v, &o->seed, err);
+    else if (a == "--temperature") ok = parse_float(a, v, 0.0, 1e30, &o->temperature, err);
+    else if (a == "--p-min") ok = parse_float(a, v, 0.0, 1.0, &o->p_min, err);
+    else if (a == "--dtype") o->logits_type = v;
+    else if (a == "--codebook-type") o->cb_type = v;
+    else if (a == "--placement") o->placement = v;
+    else if (a == "--backend") o->backend = v;
+    else if (a == "--gguf") o->gguf = v, o->gguf_given = true;
+    else {
+      *err = "unknown option " + a + " (see --help)";
+      return false;
+    }
+    if (!ok) return false;
+    given.insert(a);
+  }
+  if (o->gguf_given && o->gguf.empty()) {
+    *err = "--gguf needs a file name, not an empty string";
+    return false;
+  }
+  if (o->gguf_given)
+    for (const char* f : kDraftSizes)
+      if (given.count(f)) {
+        *err = std::string(f) + " cannot be combined with --gguf: the draft's metadata sets it";
+        return false;
+      }
+  return true;
+}
+
+}  // namespace dfsel::tools

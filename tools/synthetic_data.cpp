@@ -1,0 +1,176 @@
+// The inputs of the dfsel command: seeded synthetic problems, or the selector of a GGUF draft.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "dfsel/gguf.h"
+#include "kernels/common/numeric.cuh"
+#include "synthetic.h"
+
+namespace dfsel::tools {
+
+namespace {
+
+uint64_t splitmix(uint64_t* s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Approximately normal: the sum of four uniforms, centred and scaled to unit variance.
+float normalish(uint64_t* s) {
+  const uint64_t a = splitmix(s), b = splitmix(s);
+  const float u = ((a & 0xffffffu) + ((a >> 32) & 0xffffffu) + (b & 0xffffffu) + ((b >> 32) & 0xffffffu)) / 16777216.0f;
+  return (u - 2.0f) * 1.7320508f;
+}
+
+void store_value(uint8_t* base, size_t i, dfsel_type t, float v) {
+  if (t == DFSEL_TYPE_F32) {
+    std::memcpy(base + 4 * i, &v, 4);
+  } else {
+    const uint16_t h = t == DFSEL_TYPE_F16 ? float_to_f16(v) : float_to_bf16(v);
+    std::memcpy(base + 2 * i, &h, 2);
+  }
+}
+
+// Rows of a host view, packed contiguously.
+void copy_rows(const dfsel_tensor& t, std::vector<uint8_t>* out) {
+  const size_t rb = row_bytes(t.type, t.ne[0]);
+  out->resize(rb * (size_t)t.ne[1]);
+  for (int64_t r = 0; r < t.ne[1]; ++r)
+    std::memcpy(out->data() + rb * r, static_cast<const uint8_t*>(t.data) + t.nb[1] * r, rb);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+size_t elem_size(dfsel_type t) { return t == DFSEL_TYPE_F32 ? 4 : 2; }
+
+std::string printable(const char* s) {
+  std::string out;
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s); *p; ++p) {
+    if (*p >= 0x20 && *p < 0x7f && *p != '\\') {
+      out.push_back((char)*p);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", *p);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma, uint64_t seed) {
+  uint64_t s = seed * 0x2545F4914F6CDD1Dull + 1;
+  if (t == DFSEL_TYPE_Q8_0) {
+    out->resize(n / kQ8Block * sizeof(BlockQ8_0));
+    BlockQ8_0* blocks = reinterpret_cast<BlockQ8_0*>(out->data());
+    for (size_t b = 0; b < n / kQ8Block; ++b) {
+      float v[kQ8Block], amax = 0.0f;
+      for (int i = 0; i < kQ8Block; ++i) amax = std::fmax(amax, std::fabs(v[i] = sigma * normalish(&s)));
+      const float d = amax / 127.0f;
+      blocks[b].d = float_to_f16(d);
+      for (int i = 0; i < kQ8Block; ++i) blocks[b].qs[i] = (int8_t)(d > 0 ? std::lround(v[i] / d) : 0);
+    }
+    return;
+  }
+  out->resize(n * elem_size(t));
+  for (size_t i = 0; i < n; ++i) store_value(out->data(), i, t, sigma * normalish(&s));
+}
+
+bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (log) std::fprintf(log, "loading %s ...\n", printable(p->gguf.c_str()).c_str());
+  dfsel_gguf* g = nullptr;
+  char msg[512] = "";
+  if (dfsel_gguf_open(p->gguf.c_str(), -1, -1, &g, msg, sizeof msg) != DFSEL_SUCCESS) {
+    *err = msg;
+    return false;
+  }
+  dfsel_config cfg{};
+  dfsel_tensor ep{}, en{}, wh{};
+  if (dfsel_gguf_config(g, &cfg) != DFSEL_SUCCESS || dfsel_gguf_tensors(g, &ep, &en, &wh) != DFSEL_SUCCESS) {
+    *err = dfsel_gguf_last_error(g);
+    dfsel_gguf_close(g);
+    return false;
+  }
+  if (log) {
+    uint32_t version = 0;
+    int64_t n_kv = 0;
+    dfsel_gguf_version(g, &version);
+    dfsel_gguf_metadata_count(g, &n_kv);
+    std::fprintf(log, "  GGUF v%u, %lld metadata keys, opened in %.2f s\n", version, (long long)n_kv, seconds_since(t0));
+    for (int64_t i = 0; i < n_kv; ++i) {
+      const char* key = nullptr;
+      char value[96];
+      dfsel_gguf_metadata_key(g, i, &key);
+      dfsel_gguf_metadata_value_string(g, i, value, sizeof value);
+      // Keys are the file's bytes: escaped like the values, so that none reaches the terminal raw.
+      std::fprintf(log, "  %-40s %s\n", printable(key).c_str(), value);
+    }
+    std::fprintf(log, "  selector_predecessor %s {%lld, %lld}, selector_successor %s, selector_hidden %s {%lld, %lld}\n",
+                 dfsel_type_name(ep.type), (long long)ep.ne[0], (long long)ep.ne[1], dfsel_type_name(en.type),
+                 dfsel_type_name(wh.type), (long long)wh.ne[0], (long long)wh.ne[1]);
+  }
+  p->vocab = cfg.n_vocab;
+  p->embd = cfg.n_embd;
+  p->rank = cfg.codebook_rank;
+  p->top_k = cfg.top_k;
+  p->block = cfg.block_size;
+  p->logit_scale = cfg.logit_scale;
+  p->softcap = cfg.softcap;
+  p->cb_type = ep.type;
+  p->wh_type = wh.type;
+  const auto t1 = std::chrono::steady_clock::now();
+  copy_rows(ep, &h->e_prev);
+  copy_rows(en, &h->e_next);
+  copy_rows(wh, &h->w_h);
+  dfsel_gguf_close(g);
+  if (log) std::fprintf(log, "  weights read in %.2f s\n", seconds_since(t1));
+  return true;
+}
+
+// The scales make both terms of a score count, as in a trained draft (DESIGN section 2):
+// each drafted row has a few dozen plausible tokens well above the rest (logits N(4, 0.5^2)
+// against N(0, 1)), and in some rows one of them leads by a wide margin; codebook rows of
+// N(0, 0.25^2) and a gate of unit variance give lattice terms of about unit spread, so the
+// walk sometimes leaves the top unary candidate, and p_min 0.5 sometimes lets a block emit.
+void make_host_data(const Problem& p, HostData* h) {
+  const size_t n_tokens = (size_t)p.blocks * p.block;
+  const bool weights = h->e_prev.empty();  // a GGUF draft supplied them
+  fill_random(&h->logits, p.logits_type, n_tokens * p.vocab, 1.0f, p.seed * 7 + 1);
+  uint64_t s = p.seed * 7 + 8;
+  const int n_plausible = 24;
+  for (size_t t = 0; t < n_tokens; ++t) {
+    uint8_t* row = h->logits.data() + t * p.vocab * elem_size(p.logits_type);
+    const bool led = splitmix(&s) % 5 < 3;
+    for (int i = 0; i < n_plausible; ++i) {
+      const size_t v = (size_t)(splitmix(&s) % (uint64_t)p.vocab);
+      store_value(row, v, p.logits_type, 4.0f + 0.5f * normalish(&s) + (led && i == 0 ? 4.0f : 0.0f));
+    }
+  }
+  fill_random(&h->hidden, p.logits_type, n_tokens * p.embd, 1.0f, p.seed * 7 + 2);
+  if (weights) {
+    fill_random(&h->e_prev, p.cb_type, (size_t)p.vocab * p.rank, 0.25f, p.seed * 7 + 3);
+    fill_random(&h->e_next, p.cb_type, (size_t)p.vocab * p.rank, 0.25f, p.seed * 7 + 4);
+    fill_random(&h->w_h, p.wh_type, (size_t)p.rank * p.embd, 1.0f / std::sqrt((float)p.embd), p.seed * 7 + 5);
+  }
+  s = p.seed * 7 + 6;
+  h->anchors.resize(p.blocks);
+  for (auto& a : h->anchors) a = (int32_t)(splitmix(&s) % (uint64_t)p.vocab);
+}
+
+double host_bytes(const Problem& p, bool weights_loaded) {
+  const double n_tokens = (double)p.blocks * p.block;
+  const double ls = (double)elem_size(p.logits_type);
+  double b = n_tokens * (double)p.vocab * ls + n_tokens * (double)p.embd * ls;
+  if (!weights_loaded)
+    b += 2.0 * (double)p.vocab * (double)row_bytes(p.cb_type, p.rank) + (double)p.rank * (double)row_bytes(p.wh_type, p.embd);
+  return b;
+}
+
+}  // namespace dfsel::tools
