@@ -1,10 +1,13 @@
-// Mapping: a whole file mapped read-only, the storage behind File::open.
+// Mapping: a whole file mapped read-only, the storage behind File::open; File::open and
+// File::detach, the file's hold on its mapping.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <new>
+#include <string>
 #include <system_error>
 
 #include "host/gguf/gguf_file.h"
@@ -82,6 +85,32 @@ Status Mapping::map(const std::string& path, Mapping* out) {
   ::close(fd);
   *out = std::move(m);
   return Status::success();
+}
+
+void File::detach() {
+  header_copy_.assign(data_, data_ + data_offset_);
+  data_ = header_copy_.data();
+  map_ = Mapping();
+}
+
+Status File::open(const std::string& path, File* out) {
+  try {
+    Mapping m;
+    Status s = Mapping::map(path, &m);
+    if (s.ok()) {
+      File f;
+      s = parse(m.data(), m.size(), &f);
+      if (s.ok()) {
+        f.map_ = std::move(m);
+        *out = std::move(f);
+        return s;
+      }
+    }
+    s.msg = path + ": " + s.msg;
+    return s;
+  } catch (const std::bad_alloc&) {
+    return Status{DFSEL_OUT_OF_MEMORY, path + ": out of memory"};
+  }
 }
 
 }  // namespace dfsel::gguf

@@ -340,30 +340,4 @@ Status File::parse(const uint8_t* data, size_t size, File* out) {
   }
 }
 
-void File::detach() {
-  header_copy_.assign(data_, data_ + data_offset_);
-  data_ = header_copy_.data();
-  map_ = Mapping();
-}
-
-Status File::open(const std::string& path, File* out) {
-  try {
-    Mapping m;
-    Status s = Mapping::map(path, &m);
-    if (s.ok()) {
-      File f;
-      s = parse(m.data(), m.size(), &f);
-      if (s.ok()) {
-        f.map_ = std::move(m);
-        *out = std::move(f);
-        return s;
-      }
-    }
-    s.msg = path + ": " + s.msg;
-    return s;
-  } catch (const std::bad_alloc&) {
-    return Status{DFSEL_OUT_OF_MEMORY, path + ": out of memory"};
-  }
-}
-
 }  // namespace dfsel::gguf
