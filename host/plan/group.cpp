@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstdint>
 #include <cstring>
-#include <vector>
 
 namespace dfsel {
 
@@ -86,28 +86,38 @@ Status check_same_selector(const RankSummary* all, int n, const char* who) {
   return Status::success();
 }
 
+// Runs on every in-process step, so it allocates nothing: the checks are O(n^2) over the
+// group's few ranks instead of sorting a copy.
 Status check_group(const RankSummary* all, int n, const char* who) {
-  std::vector<int> seen(n, 0);
   for (int i = 0; i < n; ++i) {
     const RankSummary& s = all[i];
     if (s.shard_n_ranks != n)
       return fail(DFSEL_INVALID_ARGUMENT, "%s[%d] has shard.n_ranks = %d in a group of %d ranks", who, i, s.shard_n_ranks, n);
-    if (s.shard_rank < 0 || s.shard_rank >= n || seen[s.shard_rank]++)
+    bool taken = s.shard_rank < 0 || s.shard_rank >= n;
+    for (int j = 0; j < i && !taken; ++j) taken = all[j].shard_rank == s.shard_rank;
+    if (taken)
       return fail(DFSEL_INVALID_ARGUMENT, "%s[%d] has shard.rank = %d, which another rank of the group has too", who, i,
                   s.shard_rank);
   }
   DFSEL_TRY(check_same_selector(all, n, who));
-  std::vector<std::pair<int64_t, int>> begins;
-  for (int i = 0; i < n; ++i) begins.emplace_back(all[i].v_begin, i);
-  std::sort(begins.begin(), begins.end());
-  int64_t at = 0;
-  for (const auto& b : begins) {
-    const RankSummary& s = all[b.second];
+  // The ranges in order of their first token (ties by position) must follow each other from 0.
+  int64_t at = 0, prev_begin = INT64_MIN;
+  int prev = -1;
+  for (int k = 0; k < n; ++k) {
+    int next = -1;
+    for (int i = 0; i < n; ++i) {
+      const int64_t b = all[i].v_begin;
+      if (b < prev_begin || (b == prev_begin && i <= prev)) continue;  // already visited
+      if (next < 0 || b < all[next].v_begin) next = i;
+    }
+    const RankSummary& s = all[next];
     if (s.v_begin != at)
       return fail(DFSEL_INVALID_ARGUMENT, "the ranks' vocabulary ranges leave %s at token %" PRId64 " (%s[%d] has [%" PRId64
-                  ", %" PRId64 "))", s.v_begin > at ? "a gap" : "an overlap", std::min(at, s.v_begin), who, b.second,
+                  ", %" PRId64 "))", s.v_begin > at ? "a gap" : "an overlap", std::min(at, s.v_begin), who, next,
                   s.v_begin, s.v_end);
     at = s.v_end;
+    prev_begin = s.v_begin;
+    prev = next;
   }
   if (at != all[0].n_vocab)
     return fail(DFSEL_INVALID_ARGUMENT, "the ranks' vocabulary ranges end at %" PRId64 ", not at n_vocab = %" PRId64, at,

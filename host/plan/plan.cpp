@@ -39,7 +39,7 @@ Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
 
 // The plans of one step must describe one selector and be of one kind; an in-process group
 // must be the whole group, by the same rule the NCCL set-up applies (host/plan/group.h).
-Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in) {
+Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankSummary* all) {
   const dfsel_plan& p0 = *plans[0];
   const bool whole = p0.exchange->needs_whole_group();
   for (int i = 0; i < n; ++i) {
@@ -53,14 +53,13 @@ Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in) {
       return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].n_blocks = %d differs from inputs[0].n_blocks = %d", i,
                   in[i].n_blocks, in[0].n_blocks);
   }
-  std::vector<RankSummary> all(n);
   for (int i = 0; i < n; ++i) all[i] = summarize(plans[i]->desc);
   // NCCL: the set-up checked the whole group; the plans of one call must still agree.
-  if (!whole) return check_same_selector(all.data(), n, "plans");
+  if (!whole) return check_same_selector(all, n, "plans");
   if (n != p0.desc.shard.n_ranks)
     return fail(DFSEL_INVALID_ARGUMENT, "%d plans given for a group of shard.n_ranks = %d without an NCCL communicator; "
                 "pass every rank of the group", n, p0.desc.shard.n_ranks);
-  return check_group(all.data(), n, "plans");
+  return check_group(all, n, "plans");
 }
 
 Status resolve_backend(dfsel_backend asked, dfsel_backend* out) {

@@ -5,12 +5,33 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dfsel/dfsel.h"
 #include "host/backend/backend.h"
 #include "host/exchange/exchange.h"
+#include "host/plan/group.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
+
+namespace dfsel {
+
+// What a step of n plans needs on the host, kept by the first plan of the call and reused, so
+// that runs allocate nothing once a group of that size has run.
+struct StepScratch {
+  std::vector<dfsel_outputs> outs;
+  std::vector<RankSummary> summaries;
+  std::vector<int> order;
+  std::vector<StepRank> ranks;
+  void size_for(int n) {
+    outs.resize(n);
+    summaries.resize(n);
+    order.resize(n);
+    ranks.resize(n);
+  }
+};
+
+}  // namespace dfsel
 
 struct dfsel_plan {
   dfsel_plan_desc desc;    // as given, with the backend resolved and K-quant weights widened
@@ -19,6 +40,7 @@ struct dfsel_plan {
   std::unique_ptr<dfsel::Backend> backend;
   std::unique_ptr<dfsel::Exchange> exchange;
   std::string last_error;
+  dfsel::StepScratch scratch;  // host scratch of the steps this plan leads (run_group)
 };
 
 namespace dfsel {

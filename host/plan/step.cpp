@@ -12,17 +12,17 @@
 
 namespace dfsel {
 
-Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in);  // plan.cpp
+Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankSummary* all);  // plan.cpp
 
 namespace {
 
-Status exchange(int n, dfsel_plan* const* plans, const dfsel_inputs* in, void* const* streams) {
+Status exchange(int n, dfsel_plan* const* plans, const dfsel_inputs* in, void* const* streams, StepScratch& sc) {
   // Ranks in shard-rank order, so that the in-process exchange puts each rank at its slot.
-  std::vector<int> order(n);
+  std::vector<int>& order = sc.order;
   for (int i = 0; i < n; ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
             [&](int a, int b) { return plans[a]->desc.shard.rank < plans[b]->desc.shard.rank; });
-  std::vector<StepRank> ranks(n);
+  std::vector<StepRank>& ranks = sc.ranks;
   for (int i = 0; i < n; ++i) ranks[i] = StepRank{plans[order[i]]->backend->endpoint(), streams ? streams[order[i]] : nullptr};
   const size_t bytes = plans[0]->shape.layout_for(in[0].n_blocks).bytes;
   Exchange& group = *plans[0]->exchange;
@@ -46,9 +46,13 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
   if (!plans) return fail(DFSEL_INVALID_ARGUMENT, "plans is NULL");
   if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
   if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
-  std::vector<dfsel_outputs> outs(out, out + n);
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n; ++i)
     if (!plans[i]) return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] is NULL", i);
+  StepScratch& sc = plans[0]->scratch;
+  sc.size_for(n);  // allocates only the first time a group of n plans runs
+  std::vector<dfsel_outputs>& outs = sc.outs;
+  std::copy(out, out + n, outs.begin());
+  for (int i = 0; i < n; ++i) {
     Status s = validate_run(*plans[i], &in[i], &outs[i]);
     if (!s.ok()) {
       if (n > 1) s.msg = "plans[" + std::to_string(i) + "]: " + s.msg;
@@ -56,12 +60,12 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
     }
     outs[i].packed_row_stride = packed_stride(outs[i].packed_row_stride, plans[i]->shape.n_embd);
   }
-  DFSEL_TRY(check_step(n, plans, in));
+  DFSEL_TRY(check_step(n, plans, in, sc.summaries.data()));
   auto stream_of = [&](int i) { return streams ? streams[i] : nullptr; };
   // A communicator that has reported an error would fail or hang the all-gather: refuse first.
   for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->exchange->health());
   for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->backend->select(in[i], stream_of(i)));
-  DFSEL_TRY(exchange(n, plans, in, streams));
+  DFSEL_TRY(exchange(n, plans, in, streams, sc));
   for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->backend->finish(in[i], outs[i], stream_of(i)));
   return Status::success();
 }
