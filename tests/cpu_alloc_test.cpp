@@ -1,7 +1,7 @@
 // A run allocates nothing once its plans are set up (DESIGN section 3; the CPU fallback's
 // contract): every heap allocation of this test binary is counted while runs are enqueued.
-// The replacement operators below are this binary's only allocator hooks (malloc and free
-// underneath, so sanitizer builds still see matched pairs).
+// The replacement operators below (every unaligned form, malloc and free underneath, so that
+// sanitizer builds still see matched pairs) are this binary's only allocator hooks.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -29,10 +29,20 @@ void* counted(std::size_t n) {
 
 void* operator new(std::size_t n) { return counted(n); }
 void* operator new[](std::size_t n) { return counted(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return counted(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace dfsel::test {
 namespace {
