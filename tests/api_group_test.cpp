@@ -163,5 +163,75 @@ TEST_F(Aliasing, OutputsOverAnInputAreRefused) {
   EXPECT_NE(refused().find("e_next"), std::string::npos);
 }
 
+// Two shards of an in-process group with their own outputs; then one plan's outputs placed
+// over the other plan's outputs or inputs.
+class GroupAliasing : public testing::Test {
+ protected:
+  void SetUp() override {
+    c.V = 300;
+    d = make_data(c, 11);
+    const int64_t n_tokens = (int64_t)c.blocks * c.block;
+    const size_t cb_row = row_bytes(c.cb_t, c.R);
+    const int64_t bounds[3] = {0, 140, c.V};
+    nd = (size_t)c.blocks * (c.block - 1);
+    for (int s = 0; s < 2; ++s) {
+      dfsel_plan_desc desc{};
+      desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, 1.0f, 0.0f, c.blocks};
+      desc.shard = dfsel_shard{s, 2, bounds[s], bounds[s + 1]};
+      desc.backend = DFSEL_BACKEND_CPU;
+      desc.e_prev = make_matrix(d.e_prev.data(), c.cb_t, c.R, c.V, cb_row);
+      desc.e_next = make_matrix(d.e_next.data(), c.cb_t, c.R, c.V, cb_row);
+      desc.w_h = make_matrix(d.w_h.data(), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
+      char msg[256];
+      ASSERT_EQ(dfsel_plan_create(&desc, &plans[s], msg, sizeof msg), DFSEL_SUCCESS) << msg;
+      const size_t es = c.logits_t == DFSEL_TYPE_F32 ? 4 : 2;
+      in[s].logits = make_matrix(d.logits.data() + bounds[s] * es, c.logits_t, bounds[s + 1] - bounds[s], n_tokens,
+                                 d.logits_nb1);
+      in[s].hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
+      anchors[s] = d.anchors;
+      in[s].anchors = anchors[s].data();
+      in[s].n_blocks = c.blocks;
+      bufs[s].assign(nd * (2 + c.K), 0);
+      out[s].path = bufs[s].data();
+      out[s].n_emitted = out[s].path + nd;
+      out[s].cand_ids = out[s].n_emitted + c.blocks;
+    }
+  }
+  void TearDown() override {
+    for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
+  }
+  std::string refused() {
+    EXPECT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_INVALID_ARGUMENT);
+    return dfsel_plan_last_error(plans[0]);
+  }
+
+  Case c;
+  Data d;
+  size_t nd = 0;
+  dfsel_plan* plans[2] = {nullptr, nullptr};
+  dfsel_inputs in[2]{};
+  dfsel_outputs out[2]{};
+  std::vector<int32_t> anchors[2], bufs[2];
+};
+
+TEST_F(GroupAliasing, SeparateOutputsRun) {
+  ASSERT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plans[0]);
+}
+
+TEST_F(GroupAliasing, SharedOutputsAreRefused) {
+  out[1].cand_ids = out[0].cand_ids + 3;
+  const std::string why = refused();
+  EXPECT_NE(why.find("plans[0]'s outputs.cand_ids"), std::string::npos) << why;
+  EXPECT_NE(why.find("plans[1]'s outputs.cand_ids"), std::string::npos) << why;
+}
+
+TEST_F(GroupAliasing, AnOutputOverAnotherPlansInputIsRefused) {
+  out[1].n_emitted = anchors[0].data();
+  const std::string why = refused();
+  EXPECT_NE(why.find("plans[1]'s outputs.n_emitted"), std::string::npos) << why;
+  EXPECT_NE(why.find("plans[0]'s inputs.anchors"), std::string::npos) << why;
+  EXPECT_EQ(anchors[0], d.anchors) << "nothing was written";
+}
+
 }  // namespace
 }  // namespace dfsel::test

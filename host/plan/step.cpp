@@ -60,6 +60,7 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
     }
     outs[i].packed_row_stride = packed_stride(outs[i].packed_row_stride, plans[i]->shape.n_embd);
   }
+  if (n > 1) DFSEL_TRY(validate_group_aliasing(n, plans, in, outs.data()));
   DFSEL_TRY(check_step(n, plans, in, sc.summaries.data()));
   auto stream_of = [&](int i) { return streams ? streams[i] : nullptr; };
   // A communicator that has reported an error would fail or hang the all-gather: refuse first.

@@ -82,35 +82,38 @@ Span matrix_span(const char* name, const dfsel_tensor& t) {
 
 bool overlap(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
 
-// dfsel.h: outputs overlap neither each other, nor the inputs, the weights or the workspace.
-Status check_aliasing(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_outputs& out) {
+constexpr int kOutputs = 7, kReads = 7;
+
+// The bytes a run of plan writes (outs) and reads (reads), as dfsel.h counts them.
+void run_spans(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_outputs& out, Span* outs, Span* reads) {
   const PlanShape& sh = plan.shape;
   const size_t nd = (size_t)in.n_blocks * sh.L, k = (size_t)sh.k;
   const size_t n_tokens = (size_t)in.n_blocks * sh.block_size;
   const size_t stride = packed_stride(out.packed_row_stride, sh.n_embd);
-  const Span outs[] = {
-      span_of("outputs.cand_ids", out.cand_ids, nd * k * 4),
-      span_of("outputs.unary", out.unary, nd * k * 4),
-      span_of("outputs.scores", out.scores, nd * k * k * 4),
-      span_of("outputs.q", in.temperature > 0.0f ? out.q : nullptr, nd * k * 4),
-      span_of("outputs.path", out.path, nd * 4),
-      span_of("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4),
-      span_of("outputs.packed", out.packed, out.packed ? (n_tokens - 1) * stride + (size_t)sh.n_embd * 4 : 0),
-  };
+  outs[0] = span_of("outputs.cand_ids", out.cand_ids, nd * k * 4);
+  outs[1] = span_of("outputs.unary", out.unary, nd * k * 4);
+  outs[2] = span_of("outputs.scores", out.scores, nd * k * k * 4);
+  outs[3] = span_of("outputs.q", in.temperature > 0.0f ? out.q : nullptr, nd * k * 4);
+  outs[4] = span_of("outputs.path", out.path, nd * 4);
+  outs[5] = span_of("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4);
+  outs[6] = span_of("outputs.packed", out.packed, out.packed ? (n_tokens - 1) * stride + (size_t)sh.n_embd * 4 : 0);
   const dfsel_plan_desc& d = plan.desc;
-  const Span reads[] = {
-      matrix_span("inputs.logits", in.logits),
-      matrix_span("inputs.hidden", in.hidden),
-      span_of("inputs.anchors", in.anchors, (size_t)in.n_blocks * 4),
-      matrix_span("e_prev", d.e_prev),
-      matrix_span("e_next", d.e_next),
-      matrix_span("w_h", d.w_h),
-      span_of("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0),
-  };
-  constexpr int n_outs = sizeof outs / sizeof outs[0];
-  for (int i = 0; i < n_outs; ++i) {
+  reads[0] = matrix_span("inputs.logits", in.logits);
+  reads[1] = matrix_span("inputs.hidden", in.hidden);
+  reads[2] = span_of("inputs.anchors", in.anchors, (size_t)in.n_blocks * 4);
+  reads[3] = matrix_span("e_prev", d.e_prev);
+  reads[4] = matrix_span("e_next", d.e_next);
+  reads[5] = matrix_span("w_h", d.w_h);
+  reads[6] = span_of("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0);
+}
+
+// dfsel.h: outputs overlap neither each other, nor the inputs, the weights or the workspace.
+Status check_aliasing(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_outputs& out) {
+  Span outs[kOutputs], reads[kReads];
+  run_spans(plan, in, out, outs, reads);
+  for (int i = 0; i < kOutputs; ++i) {
     if (outs[i].begin == outs[i].end) continue;
-    for (int j = i + 1; j < n_outs; ++j)
+    for (int j = i + 1; j < kOutputs; ++j)
       if (overlap(outs[i], outs[j]))
         return fail(DFSEL_INVALID_ARGUMENT, "%s (%p) and %s (%p) overlap; outputs must not share memory", outs[i].name,
                     (void*)outs[i].begin, outs[j].name, (void*)outs[j].begin);
@@ -221,6 +224,30 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_
                   out->packed_row_stride, (size_t)sh.n_embd * 4);
   }
   return check_aliasing(plan, *in, *out);
+}
+
+Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out) {
+  for (int a = 0; a < n; ++a) {
+    Span outs_a[kOutputs], reads_a[kReads];
+    run_spans(*plans[a], in[a], out[a], outs_a, reads_a);
+    for (int b = 0; b < n; ++b) {
+      if (b == a) continue;
+      Span outs_b[kOutputs], reads_b[kReads];
+      run_spans(*plans[b], in[b], out[b], outs_b, reads_b);
+      for (const Span& w : outs_a) {
+        if (w.begin == w.end) continue;
+        for (const Span& x : outs_b)
+          if (b > a && overlap(w, x))
+            return fail(DFSEL_INVALID_ARGUMENT, "plans[%d]'s %s (%p) and plans[%d]'s %s (%p) overlap; the plans of a group "
+                        "must not share outputs", a, w.name, (void*)w.begin, b, x.name, (void*)x.begin);
+        for (const Span& r : reads_b)
+          if (overlap(w, r))
+            return fail(DFSEL_INVALID_ARGUMENT, "plans[%d]'s %s (%p) overlaps plans[%d]'s %s (%p); no plan of a group may "
+                        "write what another reads", a, w.name, (void*)w.begin, b, r.name, (void*)r.begin);
+      }
+    }
+  }
+  return Status::success();
 }
 
 }  // namespace dfsel

@@ -21,5 +21,8 @@ int enum_value(const E& e) {
 
 Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape);
 Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_outputs* out);
+// The plans of one group call (each already validated): no plan's outputs overlap another's
+// outputs or anything another reads (dfsel.h).
+Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out);
 
 }  // namespace dfsel

@@ -19,8 +19,9 @@
  * Memory that a run writes may not be shared: a plan's outputs overlap neither each other nor
  * anything that plan reads (inputs.logits, inputs.hidden, inputs.anchors, its e_prev, e_next
  * and w_h, its caller-owned workspace); a run whose outputs do is refused
- * (DFSEL_INVALID_ARGUMENT, both buffers named) before anything is written. In a group, keep
- * each plan's outputs apart from the other plans' buffers too (that is not checked). The packed rows
+ * (DFSEL_INVALID_ARGUMENT, both buffers named) before anything is written. In a group call
+ * (dfsel_run_group) the same holds across plans: no plan's outputs overlap another plan's
+ * outputs or anything it reads (refused the same way, both plans named). The packed rows
  * cannot replace the hidden states in place. Inputs may overlap each other freely (the shards
  * of an in-process group may read one logits buffer). The byte ranges compared are those the
  * run touches: e.g. [cand_ids, cand_ids + n_blocks * L * K * 4), for a matrix its ne[1] - 1
