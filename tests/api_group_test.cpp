@@ -93,6 +93,19 @@ TEST(ApiGroup, ACallThatNamesNoPlanChangesNoPlansRecord) {
   EXPECT_NE(std::string(dfsel_plan_last_error(s.plans[0])).find("NULL"), std::string::npos);
 }
 
+// A CPU plan of c's selector on data d, replicated codebooks, owning ids [v_begin, v_end).
+dfsel_plan_desc cpu_desc(const Case& c, const Data& d, int32_t rank, int32_t n_ranks, int64_t v_begin, int64_t v_end) {
+  const size_t cb_row = row_bytes(c.cb_t, c.R);
+  dfsel_plan_desc desc{};
+  desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, 1.0f, 0.0f, c.blocks};
+  desc.shard = dfsel_shard{rank, n_ranks, v_begin, v_end};
+  desc.backend = DFSEL_BACKEND_CPU;
+  desc.e_prev = make_matrix(d.e_prev.data(), c.cb_t, c.R, c.V, cb_row);
+  desc.e_next = make_matrix(d.e_next.data(), c.cb_t, c.R, c.V, cb_row);
+  desc.w_h = make_matrix(d.w_h.data(), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
+  return desc;
+}
+
 // One plan, outputs placed by hand so that two of them share memory.
 class Aliasing : public testing::Test {
  protected:
@@ -100,13 +113,7 @@ class Aliasing : public testing::Test {
     c.V = 300;
     d = make_data(c, 7);
     const int64_t n_tokens = (int64_t)c.blocks * c.block;
-    const size_t cb_row = row_bytes(c.cb_t, c.R);
-    desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, 1.0f, 0.0f, c.blocks};
-    desc.shard = dfsel_shard{0, 1, 0, c.V};
-    desc.backend = DFSEL_BACKEND_CPU;
-    desc.e_prev = make_matrix(d.e_prev.data(), c.cb_t, c.R, c.V, cb_row);
-    desc.e_next = make_matrix(d.e_next.data(), c.cb_t, c.R, c.V, cb_row);
-    desc.w_h = make_matrix(d.w_h.data(), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
+    desc = cpu_desc(c, d, 0, 1, 0, c.V);
     char msg[256];
     ASSERT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
     in.logits = make_matrix(d.logits.data(), c.logits_t, c.V, n_tokens, d.logits_nb1);
@@ -171,17 +178,10 @@ class GroupAliasing : public testing::Test {
     c.V = 300;
     d = make_data(c, 11);
     const int64_t n_tokens = (int64_t)c.blocks * c.block;
-    const size_t cb_row = row_bytes(c.cb_t, c.R);
     const int64_t bounds[3] = {0, 140, c.V};
     nd = (size_t)c.blocks * (c.block - 1);
     for (int s = 0; s < 2; ++s) {
-      dfsel_plan_desc desc{};
-      desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, 1.0f, 0.0f, c.blocks};
-      desc.shard = dfsel_shard{s, 2, bounds[s], bounds[s + 1]};
-      desc.backend = DFSEL_BACKEND_CPU;
-      desc.e_prev = make_matrix(d.e_prev.data(), c.cb_t, c.R, c.V, cb_row);
-      desc.e_next = make_matrix(d.e_next.data(), c.cb_t, c.R, c.V, cb_row);
-      desc.w_h = make_matrix(d.w_h.data(), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
+      const dfsel_plan_desc desc = cpu_desc(c, d, s, 2, bounds[s], bounds[s + 1]);
       char msg[256];
       ASSERT_EQ(dfsel_plan_create(&desc, &plans[s], msg, sizeof msg), DFSEL_SUCCESS) << msg;
       const size_t es = c.logits_t == DFSEL_TYPE_F32 ? 4 : 2;
