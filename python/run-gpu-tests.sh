@@ -2,8 +2,8 @@
 # The Python package on a CUDA machine: builds libdfsel.so with the CUDA backend (sm_90),
 # installs ./python into a temporary folder with pip, runs tests/python there (the GPU tests
 # must run: DFSEL_REQUIRE_GPU=1 fails them instead of skipping when torch or a GPU is missing;
-# the two-GPU test still skips on one GPU), then bench/python/bench_step.py and, when Google
-# Benchmark is installed, the C++ SelectorStep figure of the same shape beside it.
+# the two-GPU test still skips on one GPU), then, when Google Benchmark is installed, the C++
+# SelectorStep figure and bench/python/bench_step.py (the same shape and inputs) beside it.
 # Logs and JSON go to $OUT when set, else to BUILD/results. Exits non-zero on any failure.
 #   python/run-gpu-tests.sh [BUILD_DIR]        (default build-py-gpu)
 set -euo pipefail
@@ -53,16 +53,22 @@ n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${n_gpus:-0}" -ge 2 ]; then
   PYTHONPATH=$tmp/site step example_2gpu "$py" "$root/examples/python_engine_step.py" --gpus 2 || true
 fi
-PYTHONPATH=$tmp/site step bench_python "$py" "$root/bench/python/bench_step.py" --json "$out/bench_python.json" || true
-
+# The C++ SelectorStep of the same shape and inputs first (five repetitions: its spread is the
+# noise), then the Python benchmark, which prints that figure beside its own.
+cpp_json=()
 if [ -f "$build/bench/CMakeFiles/dfsel_bench.dir/flags.make" ] || grep -qs 'dfsel_bench' "$build/build.ninja"; then
-  if step build_bench cmake --build "$build" -j"$jobs" --target dfsel_bench; then
+  if step build_bench cmake --build "$build" -j"$jobs" --target dfsel_bench &&
     step bench_cpp "$build/bench/dfsel_bench" --benchmark_filter='^SelectorStep/tokens:16/vocab:248320/' \
-      --benchmark_min_time=0.05s --benchmark_out="$out/bench_cpp.json" --benchmark_out_format=json || true
+      --benchmark_min_time=0.05s --benchmark_repetitions=5 --benchmark_out="$out/bench_cpp.json" \
+      --benchmark_out_format=json; then
+    cpp_json=(--cpp-json "$out/bench_cpp.json")
   fi
 else
   echo "run-gpu-tests: Google Benchmark not found; no C++ SelectorStep figure beside the Python one" |
     tee "$out/bench_cpp.log"
 fi
+PYTHONPATH=$tmp/site step bench_python "$py" "$root/bench/python/bench_step.py" --json "$out/bench_python.json" \
+  "${cpp_json[@]}" || true
+
 echo "run-gpu-tests: results in $out; $([ $status -eq 0 ] && echo passed || echo FAILED)"
 exit $status

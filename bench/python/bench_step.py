@@ -3,8 +3,14 @@
 SelectorStep/tokens:16/vocab:248320/k:16/f32/bf16: V = 248320, R = 256, K = 16, n_embd 5120,
 F32 logits and hidden, BF16 codebooks and W_h, greedy, one GPU.
 
-  graph   plan.run captured in a torch.cuda.graph (16 calls over rotated logits copies, as the
-          C++ benchmark does), replayed; device time per call from CUDA events
+The inputs are the C++ benchmark's, bit for bit (bench/bench_data.cuh's hashed values, same
+seeds, scales, anchors, 8 rotated logits copies, outputs path and n_emitted only), so that the
+two figures differ only by who captured the graph. Before timing, the first elements of every
+input are recomputed with NumPy (exact uint64 arithmetic) and compared with the torch ones.
+
+  graph   plan.run captured in a torch.cuda.graph (16 calls over the 8 logits copies, as the
+          C++ benchmark does), replayed; device time per call from CUDA events, the median of
+          --rounds rounds of 50 replays (their spread is printed: that is the noise)
   eager   host time of one call that only enqueues: plan.run(out=...) against the C call
           itself, dfsel_plan_run through ctypes with structs built beforehand (the baseline);
           the difference is the wrapper's overhead. Also plan.run without out= (allocating)
@@ -24,6 +30,78 @@ import torch
 import dfsel
 
 V, R, K, E, BLOCK = 248320, 256, 16, 5120, 16
+COPIES = 8  # rotation_copies(16 x 248320 x 4 bytes) in bench/bench_util.cuh: two L2s' worth
+
+_M64 = (1 << 64) - 1
+_HASH = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+_INDEX_MUL = 0x2545F4914F6CDD1D
+
+
+def _signed(c):
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+def hash64_torch(x):
+    """bench_data.cuh's hash64 on an int64 tensor: wrapping arithmetic, logical shifts."""
+    shr = lambda v, n: (v >> n) & ((1 << (64 - n)) - 1)  # noqa: E731
+    x = x + _signed(_HASH[0])
+    x = (x ^ shr(x, 30)) * _signed(_HASH[1])
+    x = (x ^ shr(x, 27)) * _signed(_HASH[2])
+    return x ^ shr(x, 31)
+
+
+def hashed_torch(n, scale, seed, dtype, dev):
+    """hashed_value(seed, i, scale) for i < n, as fill_hashed writes it (F32 or BF16)."""
+    i = torch.arange(n, dtype=torch.int64, device=dev)
+    h = hash64_torch((i * _signed(_INDEX_MUL)) ^ _signed(seed))
+    v = ((h >> 40) & ((1 << 24) - 1)).float() * (2.0 / 16777216.0) - 1.0
+    return (v * scale).to(dtype)
+
+
+def hashed_numpy(n, scale, seed):
+    """The same values from NumPy's uint64 and float32 (the check of hashed_torch)."""
+    import numpy as np
+    with np.errstate(over="ignore"):
+        x = (np.arange(n, dtype=np.uint64) * np.uint64(_INDEX_MUL)) ^ np.uint64(seed)
+        x = x + np.uint64(_HASH[0])
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(_HASH[1])
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(_HASH[2])
+        x = x ^ (x >> np.uint64(31))
+    v = (x >> np.uint64(40)).astype(np.float32) * np.float32(2.0 / 16777216.0) - np.float32(1.0)
+    return v * np.float32(scale)
+
+
+def bits_numpy(v, dtype):
+    """float32 values as the bits the C++ fill stores: F32 as is, BF16 rounded to nearest even."""
+    import numpy as np
+    u = v.view(np.uint32).astype(np.uint64)
+    if dtype == torch.float32:
+        return u
+    return ((u + 0x7FFF + ((u >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)) & np.uint64(0xFFFF)
+
+
+def check_hashed(t, scale, seed, first=1 << 16):
+    """Raises when the first elements of t are not bench_data.cuh's values bit for bit."""
+    import numpy as np
+    flat = t.reshape(-1)[:first]
+    n = flat.numel()
+    want = bits_numpy(hashed_numpy(n, scale, seed), t.dtype)
+    if t.dtype == torch.float32:
+        got = flat.view(torch.int32).cpu().numpy().view(np.uint32).astype(np.uint64)
+    else:
+        got = flat.view(torch.int16).cpu().numpy().view(np.uint16).astype(np.uint64)
+    bad = np.nonzero(got != want)[0]
+    if bad.size:
+        raise SystemExit("hashed inputs differ from the C++ benchmark's at element %d (seed %d): %x != %x"
+                         % (bad[0], seed, got[bad[0]], want[bad[0]]))
+
+
+def hash64_int(x):
+    """hash64 of one Python int (the anchors: hash64(b) % V)."""
+    x = (x + _HASH[0]) & _M64
+    x = ((x ^ (x >> 30)) * _HASH[1]) & _M64
+    x = ((x ^ (x >> 27)) * _HASH[2]) & _M64
+    return x ^ (x >> 31)
 
 
 def graph_us(plan, inputs, out, calls=16, replays=50):
@@ -68,23 +146,41 @@ def host_us(call, batch=32, rounds=60):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write the figures to this file")
-    ap.add_argument("--copies", type=int, default=8, help="rotated logits copies (defeat the L2)")
+    ap.add_argument("--rounds", type=int, default=5, help="graph timing rounds (50 replays each)")
+    ap.add_argument("--cpp-json", help="Google Benchmark JSON of SelectorStep/tokens:16 to print beside")
     args = ap.parse_args()
     dev = "cuda:0"
-    g = torch.Generator(device=dev).manual_seed(1)
-    rn = lambda *s: torch.randn(*s, generator=g, device=dev)  # noqa: E731
+    # bench/selector_step_bench.cu's setup_rank for one rank: seeds, scales and types as there.
+    e_prev = hashed_torch(V * R, 0.1, 11, torch.bfloat16, dev).view(V, R)
+    e_next = hashed_torch(V * R, 0.1, 12, torch.bfloat16, dev).view(V, R)
+    w_h = hashed_torch(R * E, 0.02, 13, torch.bfloat16, dev).view(R, E)
+    hidden = hashed_torch(BLOCK * E, 1.0, 14, torch.float32, dev).view(BLOCK, E)
+    logits = [hashed_torch(BLOCK * V, 8.0, 100 + c * 7919, torch.float32, dev).view(BLOCK, V)
+              for c in range(COPIES)]
+    for t, scale, seed in ((e_prev, 0.1, 11), (e_next, 0.1, 12), (w_h, 0.02, 13), (hidden, 1.0, 14),
+                           (logits[0], 8.0, 100), (logits[COPIES - 1], 8.0, 100 + (COPIES - 1) * 7919)):
+        check_hashed(t, scale, seed)
+    anchors = torch.tensor([hash64_int(0) % V], dtype=torch.int32, device=dev)
     plan = dfsel.Plan(n_vocab=V, n_embd=E, codebook_rank=R, top_k=K, block_size=BLOCK, max_blocks=1,
-                      e_prev=(rn(V, R) * 0.5).bfloat16(), e_next=(rn(V, R) * 0.5).bfloat16(),
-                      w_h=(rn(R, E) / E ** 0.5).bfloat16())
-    hidden = rn(BLOCK, E)
-    anchors = torch.tensor([7], dtype=torch.int32, device=dev)
-    inputs = [(rn(BLOCK, V) * 3, hidden, anchors) for _ in range(args.copies)]
-    out = plan.outputs(1)
+                      e_prev=e_prev, e_next=e_next, w_h=w_h)
+    inputs = [(lg, hidden, anchors) for lg in logits]
+    out = plan.outputs(1, want=("path", "n_emitted"))  # what the C++ benchmark asks for
     results = {"shape": {"vocab": V, "rank": R, "top_k": K, "n_embd": E, "tokens": BLOCK,
-                         "logits": "f32", "hidden": "f32", "codebooks": "bf16"},
+                         "logits": "f32", "hidden": "f32", "codebooks": "bf16",
+                         "inputs": "bench_data.cuh hashed values, as SelectorStep"},
                "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "library": dfsel.library_path()}
-    results["graph_replay_us_per_call"] = graph_us(plan, inputs, out)
+    rounds = [graph_us(plan, inputs, out) for _ in range(args.rounds)]
+    results["graph_replay_us_per_call"] = statistics.median(rounds)
+    results["graph_replay_rounds_us"] = rounds
+    if args.cpp_json:
+        with open(args.cpp_json) as f:
+            runs = [b for b in json.load(f)["benchmarks"]
+                    if b.get("run_type") == "iteration" and b["name"].startswith("SelectorStep/tokens:16/")]
+        cpp = [b["real_time"] * {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]] for b in runs]
+        if cpp:
+            results["cpp_selector_step_us"] = statistics.median(cpp)
+            results["cpp_selector_step_runs_us"] = cpp
 
     # The baseline: the C call with everything prepared, on the same stream.
     lib = dfsel.library()
@@ -126,7 +222,11 @@ def main():
     print("dfsel Python, one step: V %d, R %d, K %d, n_embd %d, %d tokens, F32 logits, BF16 codebooks, %s"
           % (V, R, K, E, BLOCK, results["device"]))
     print("%-44s %10s" % ("measure", "us"))
-    print("%-44s %10.2f" % ("graph replay, device time per call", results["graph_replay_us_per_call"]))
+    print("%-44s %10.2f  (rounds %s)" % ("graph replay, device time per call", results["graph_replay_us_per_call"],
+                                            " ".join("%.2f" % r for r in rounds)))
+    if "cpp_selector_step_us" in results:
+        print("%-44s %10.2f  (runs %s)" % ("C++ SelectorStep, same inputs", results["cpp_selector_step_us"],
+                                          " ".join("%.2f" % r for r in results["cpp_selector_step_runs_us"])))
     labels = {"c_call_ctypes": "eager host: dfsel_plan_run via ctypes (baseline)",
               "plan_run_out": "eager host: plan.run(out=...)",
               "plan_run_alloc": "eager host: plan.run() allocating outputs",
