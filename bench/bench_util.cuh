@@ -4,7 +4,11 @@
 //   GB/s      bytes / time
 //   floor_us  bytes / 4.27 TB/s, the H200's device-to-device copy rate
 //   x_floor   time / floor
-// Host code only, so that bench_main.cpp can include it too.
+// Before each timed replay a prelude kernel keeps the GPU busy for kLaunchPreludeNs, so that the
+// start event and the launch are queued when it ends: the events then time the graph alone,
+// without the host's launch latency (DFSEL_BENCH_PRELUDE=0 turns it off, to compare with a
+// build that has none; the context's "launch_prelude" says which). Host code only, so that
+// bench_main.cpp can include it too.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -20,6 +24,10 @@ namespace dfsel::bench {
 constexpr double kHbmBytesPerSecond = 4.27e12;  // DESIGN section 5
 constexpr size_t kL2Bytes = (size_t)60 << 20;    // H200 L2, rounded up
 constexpr int kMinGraphCalls = 16;               // calls per replay, so launch gaps average out
+constexpr unsigned long long kLaunchPreludeNs = 50000;  // well above a graph launch's host latency
+
+bool launch_prelude_enabled();                  // launch_prelude.cu
+cudaError_t launch_prelude(cudaStream_t stream);  // enqueues the spin (or nothing when off)
 
 // The GPU's name and SM count in the benchmark context; call before RunSpecifiedBenchmarks
 // (the context is printed before the first benchmark runs).
@@ -28,6 +36,7 @@ inline void add_gpu_context() {
   if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return;
   benchmark::AddCustomContext("gpu", p.name);
   benchmark::AddCustomContext("sms", std::to_string(p.multiProcessorCount));
+  benchmark::AddCustomContext("launch_prelude", launch_prelude_enabled() ? "on" : "off");
 }
 
 inline int device_sms() {
@@ -91,6 +100,7 @@ inline void time_graph(benchmark::State& state, int copies, double bytes,
   double total = 0.0;
   int64_t n = 0;
   for (auto _ : state) {
+    launch_prelude(st);
     cudaEventRecord(start, st);
     cudaGraphLaunch(exec, st);
     cudaEventRecord(stop, st);

@@ -37,6 +37,9 @@ if [ "$n_gpus" -lt 1 ]; then
   echo "ggml-gpu-check: no GPU visible; ggml_op built but not run" >&2
   exit 1
 fi
+# The private prefix's libggml.so finds its backends (libggml-cpu.so) only on the loader path:
+# an installed ggml carries no run path.
+export LD_LIBRARY_PATH="$work/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "ggml-gpu-check: ggml_op on one GPU"
 CUDA_VISIBLE_DEVICES=0 "$dir/examples/ggml_op" --vocab 248320 --blocks 2
 if [ "$n_gpus" -ge 2 ]; then

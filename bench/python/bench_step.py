@@ -10,7 +10,10 @@ input are recomputed with NumPy (exact uint64 arithmetic) and compared with the 
 
   graph   plan.run captured in a torch.cuda.graph (16 calls over the 8 logits copies, as the
           C++ benchmark does), replayed; device time per call from CUDA events, the median of
-          --rounds rounds of 50 replays (their spread is printed: that is the noise)
+          --rounds rounds of 50 replays (their spread is printed: that is the noise). As in
+          bench_util.cuh, a spin kernel precedes each start event so that the events time the
+          graph, not the host's launch latency too (torch's replay() costs more host time than
+          cudaGraphLaunch); the figure without it is printed too
   eager   host time of one call that only enqueues: plan.run(out=...) against the C call
           itself, dfsel_plan_run through ctypes with structs built beforehand (the baseline);
           the difference is the wrapper's overhead. Also plan.run without out= (allocating)
@@ -104,7 +107,10 @@ def hash64_int(x):
     return x ^ (x >> 31)
 
 
-def graph_us(plan, inputs, out, calls=16, replays=50):
+PRELUDE_CYCLES = 200000  # torch.cuda._sleep: >= 100 us at the H200's <= 1.98 GHz, as bench_util.cuh's
+
+
+def graph_us(plan, inputs, out, prelude, calls=16, replays=50):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -120,6 +126,8 @@ def graph_us(plan, inputs, out, calls=16, replays=50):
     times = []
     for _ in range(replays):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if prelude:  # the GPU busy while the host records and launches: device time alone
+            torch.cuda._sleep(PRELUDE_CYCLES)
         a.record()
         g.replay()
         b.record()
@@ -148,6 +156,7 @@ def main():
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--rounds", type=int, default=5, help="graph timing rounds (50 replays each)")
     ap.add_argument("--cpp-json", help="Google Benchmark JSON of SelectorStep/tokens:16 to print beside")
+    ap.add_argument("--cpp-json-no-prelude", help="the same, run with DFSEL_BENCH_PRELUDE=0")
     args = ap.parse_args()
     dev = "cuda:0"
     # bench/selector_step_bench.cu's setup_rank for one rank: seeds, scales and types as there.
@@ -170,17 +179,28 @@ def main():
                          "inputs": "bench_data.cuh hashed values, as SelectorStep"},
                "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "library": dfsel.library_path()}
-    rounds = [graph_us(plan, inputs, out) for _ in range(args.rounds)]
-    results["graph_replay_us_per_call"] = statistics.median(rounds)
-    results["graph_replay_rounds_us"] = rounds
-    if args.cpp_json:
-        with open(args.cpp_json) as f:
+    has_sleep = hasattr(torch.cuda, "_sleep")
+    rounds = {True: [], False: []}
+    for _ in range(args.rounds):  # the two ways alternate, so that drift falls on both
+        for prelude in ((True, False) if has_sleep else (False,)):
+            rounds[prelude].append(graph_us(plan, inputs, out, prelude))
+    main_rounds = rounds[has_sleep]
+    results["launch_prelude"] = "on" if has_sleep else "off (torch.cuda._sleep missing)"
+    results["graph_replay_us_per_call"] = statistics.median(main_rounds)
+    results["graph_replay_rounds_us"] = main_rounds
+    if has_sleep:
+        results["graph_replay_no_prelude_us_per_call"] = statistics.median(rounds[False])
+        results["graph_replay_no_prelude_rounds_us"] = rounds[False]
+    for key, path in (("cpp_selector_step", args.cpp_json), ("cpp_selector_step_no_prelude", args.cpp_json_no_prelude)):
+        if not path:
+            continue
+        with open(path) as f:
             runs = [b for b in json.load(f)["benchmarks"]
                     if b.get("run_type") == "iteration" and b["name"].startswith("SelectorStep/tokens:16/")]
         cpp = [b["real_time"] * {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]] for b in runs]
         if cpp:
-            results["cpp_selector_step_us"] = statistics.median(cpp)
-            results["cpp_selector_step_runs_us"] = cpp
+            results[key + "_us"] = statistics.median(cpp)
+            results[key + "_runs_us"] = cpp
 
     # The baseline: the C call with everything prepared, on the same stream.
     lib = dfsel.library()
@@ -222,11 +242,15 @@ def main():
     print("dfsel Python, one step: V %d, R %d, K %d, n_embd %d, %d tokens, F32 logits, BF16 codebooks, %s"
           % (V, R, K, E, BLOCK, results["device"]))
     print("%-44s %10s" % ("measure", "us"))
-    print("%-44s %10.2f  (rounds %s)" % ("graph replay, device time per call", results["graph_replay_us_per_call"],
-                                            " ".join("%.2f" % r for r in rounds)))
-    if "cpp_selector_step_us" in results:
-        print("%-44s %10.2f  (runs %s)" % ("C++ SelectorStep, same inputs", results["cpp_selector_step_us"],
-                                          " ".join("%.2f" % r for r in results["cpp_selector_step_runs_us"])))
+    rows = [("graph replay, device time per call", "graph_replay_us_per_call", "graph_replay_rounds_us"),
+            ("C++ SelectorStep, same inputs", "cpp_selector_step_us", "cpp_selector_step_runs_us"),
+            ("graph replay, no launch prelude", "graph_replay_no_prelude_us_per_call",
+             "graph_replay_no_prelude_rounds_us"),
+            ("C++ SelectorStep, no launch prelude", "cpp_selector_step_no_prelude_us",
+             "cpp_selector_step_no_prelude_runs_us")]
+    for label, key, runs_key in rows:
+        if key in results:
+            print("%-44s %10.2f  (%s)" % (label, results[key], " ".join("%.2f" % r for r in results[runs_key])))
     labels = {"c_call_ctypes": "eager host: dfsel_plan_run via ctypes (baseline)",
               "plan_run_out": "eager host: plan.run(out=...)",
               "plan_run_alloc": "eager host: plan.run() allocating outputs",
