@@ -4,11 +4,11 @@
 //   GB/s      bytes / time
 //   floor_us  bytes / 4.27 TB/s, the H200's device-to-device copy rate
 //   x_floor   time / floor
-// Before each timed replay a prelude kernel keeps the GPU busy for kLaunchPreludeNs, so that the
-// start event and the launch are queued when it ends: the events then time the graph alone,
-// without the host's launch latency (DFSEL_BENCH_PRELUDE=0 turns it off, to compare with a
-// build that has none; the context's "launch_prelude" says which). Host code only, so that
-// bench_main.cpp can include it too.
+// DFSEL_BENCH_REPLAYS=N times N back-to-back replays between the two events instead of one: the
+// GPU then never waits on the host between replays, and only the first launch's latency is in
+// the figure, divided by N times more calls (the context's "replays_per_timing" says which;
+// the default 1 is what every recorded figure used). Host code only, so that bench_main.cpp
+// can include it too.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -24,10 +25,16 @@ namespace dfsel::bench {
 constexpr double kHbmBytesPerSecond = 4.27e12;  // DESIGN section 5
 constexpr size_t kL2Bytes = (size_t)60 << 20;    // H200 L2, rounded up
 constexpr int kMinGraphCalls = 16;               // calls per replay, so launch gaps average out
-constexpr unsigned long long kLaunchPreludeNs = 50000;  // well above a graph launch's host latency
 
-bool launch_prelude_enabled();                  // launch_prelude.cu
-cudaError_t launch_prelude(cudaStream_t stream);  // enqueues the spin (or nothing when off)
+// Graph replays per timed interval of time_graph: DFSEL_BENCH_REPLAYS, 1 to 1000 (else 1).
+inline int replays_per_timing() {
+  static const int n = [] {
+    const char* v = std::getenv("DFSEL_BENCH_REPLAYS");
+    const long r = v ? std::strtol(v, nullptr, 10) : 1;
+    return r >= 1 && r <= 1000 ? (int)r : 1;
+  }();
+  return n;
+}
 
 // The GPU's name and SM count in the benchmark context; call before RunSpecifiedBenchmarks
 // (the context is printed before the first benchmark runs).
@@ -36,7 +43,7 @@ inline void add_gpu_context() {
   if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return;
   benchmark::AddCustomContext("gpu", p.name);
   benchmark::AddCustomContext("sms", std::to_string(p.multiProcessorCount));
-  benchmark::AddCustomContext("launch_prelude", launch_prelude_enabled() ? "on" : "off");
+  benchmark::AddCustomContext("replays_per_timing", std::to_string(replays_per_timing()));
 }
 
 inline int device_sms() {
@@ -99,15 +106,15 @@ inline void time_graph(benchmark::State& state, int copies, double bytes,
     return cleanup();
   double total = 0.0;
   int64_t n = 0;
+  const int replays = replays_per_timing();
   for (auto _ : state) {
-    launch_prelude(st);
     cudaEventRecord(start, st);
-    cudaGraphLaunch(exec, st);
+    for (int r = 0; r < replays; ++r) cudaGraphLaunch(exec, st);
     cudaEventRecord(stop, st);
     if (!cuda_ok(state, cudaEventSynchronize(stop), "replay")) break;
     float ms = 0.0f;
     cudaEventElapsedTime(&ms, start, stop);
-    const double per_call = ms * 1e-3 / calls;
+    const double per_call = ms * 1e-3 / ((double)calls * replays);
     state.SetIterationTime(per_call);
     total += per_call;
     ++n;

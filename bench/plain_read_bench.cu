@@ -82,7 +82,6 @@ double graph_median(int copies, int replays, const std::function<cudaError_t(int
         cudaEventCreate(&b) == cudaSuccess && cudaGraphLaunch(exec, st) == cudaSuccess) {
       std::vector<double> t;
       for (int r = 0; r < replays; ++r) {
-        launch_prelude(st);
         cudaEventRecord(a, st);
         cudaGraphLaunch(exec, st);
         cudaEventRecord(b, st);

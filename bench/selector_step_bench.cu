@@ -207,7 +207,6 @@ void time_multi_gpu(benchmark::State& state, int n, int copies, double bytes,
   auto replay = [&]() {
     for (int i = 0; i < n; ++i) {
       cudaSetDevice(i);
-      launch_prelude(streams[i]);
       cudaEventRecord(start[i], streams[i]);
       cudaGraphLaunch(execs[i], streams[i]);
       cudaEventRecord(stop[i], streams[i]);

