@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$1
 shift
+args="$*"  # for the table's command line (the loop below consumes them)
 out=${OUT:-/tmp/dfsel-ab}
 filter="^(ShardTopK|Gate|ScoreLattice|SelectorStep|SimulatedShards)/"
 reps=3
@@ -44,4 +45,4 @@ for i in $(seq 1 "$reps"); do
   echo "ab: pass $i of $reps done"
 done
 python3 bench/compare_ab.py --a "${a[@]}" --b "${b[@]}" --json-out "$out/ab.json" \
-  --command "scripts/ab-bench.sh OLD $*"
+  --command "scripts/ab-bench.sh OLD $args"
