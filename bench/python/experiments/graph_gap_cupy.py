@@ -2,14 +2,16 @@
 of SelectorStep/tokens:16 with CuPy arrays, one cudaMalloc each (no pool), captured on a
 non-blocking CuPy stream, replays timed with CuPy events, 1 and 10 replays a timing.
 DIRECT=1 fills each array in place with one kernel (no temporaries); NO_TORCH=1 keeps torch
-from being imported. Run from the repository root on a CUDA machine with CuPy:
+from being imported; LIB_FIRST=1 loads libdfsel.so before the process's first CUDA call. Run from the repository root on a CUDA machine with CuPy:
   DFSEL_LIBRARY=BUILD/host/libdfsel.so python3 bench/python/experiments/graph_gap_cupy.py
 """
 import sys, os, statistics
 if os.environ.get("NO_TORCH"): sys.modules["torch"] = None  # import torch fails: dfsel runs without it
-import cupy as cp
 sys.path.insert(0, "python")
 import dfsel
+if os.environ.get("LIB_FIRST"):
+    dfsel.library()  # dlopen libdfsel.so before any CUDA call of this process
+import cupy as cp
 cp.cuda.set_allocator(None)
 V, R, K, E, BLOCK, COPIES = 248320, 256, 16, 5120, 16, 8
 H = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB); M = 0x2545F4914F6CDD1D
@@ -47,7 +49,7 @@ ep = hashed(V * R, 0.1, 11, True).reshape(V, R); en = hashed(V * R, 0.1, 12, Tru
 wh = hashed(R * E, 0.02, 13, True).reshape(R, E); hid = hashed(BLOCK * E, 1.0, 14, False).reshape(BLOCK, E)
 lg = [hashed(BLOCK * V, 8.0, 100 + c * 7919, False).reshape(BLOCK, V) for c in range(COPIES)]
 anc = cp.asarray([hash64_int(0) % V], dtype=cp.int32)
-print("direct:", bool(os.environ.get("DIRECT")), "torch loaded:", sys.modules.get("torch") is not None, "first e_prev bits %x" % int(ep[0, 0]))
+print("lib first:", bool(os.environ.get("LIB_FIRST")), "direct:", bool(os.environ.get("DIRECT")), "torch loaded:", sys.modules.get("torch") is not None, "first e_prev bits %x" % int(ep[0, 0]))
 plan = dfsel.Plan(n_vocab=V, n_embd=E, codebook_rank=R, top_k=K, block_size=BLOCK, max_blocks=1,
                   e_prev=dfsel.typed(ep, "bf16"), e_next=dfsel.typed(en, "bf16"), w_h=dfsel.typed(wh, "bf16"))
 out = plan.outputs(1, want=("path", "n_emitted"), framework="cupy")
