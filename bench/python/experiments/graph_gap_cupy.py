@@ -2,7 +2,8 @@
 of SelectorStep/tokens:16 with CuPy arrays, one cudaMalloc each (no pool), captured on a
 non-blocking CuPy stream, replays timed with CuPy events, 1 and 10 replays a timing.
 DIRECT=1 fills each array in place with one kernel (no temporaries); NO_TORCH=1 keeps torch
-from being imported; LIB_FIRST=1 loads libdfsel.so before the process's first CUDA call. Run from the repository root on a CUDA machine with CuPy:
+from being imported; LIB_FIRST=1 loads libdfsel.so before the process's first CUDA call.
+Run from the repository root on a CUDA machine with CuPy:
   DFSEL_LIBRARY=BUILD/host/libdfsel.so python3 bench/python/experiments/graph_gap_cupy.py
 """
 import sys, os, statistics
