@@ -26,12 +26,15 @@ constexpr double kHbmBytesPerSecond = 4.27e12;  // DESIGN section 5
 constexpr size_t kL2Bytes = (size_t)60 << 20;    // H200 L2, rounded up
 constexpr int kMinGraphCalls = 16;               // calls per replay, so launch gaps average out
 
-// Graph replays per timed interval of time_graph: DFSEL_BENCH_REPLAYS, 1 to 1000 (else 1).
+// Graph replays per timed interval of time_graph: DFSEL_BENCH_REPLAYS, 1 (unset) to 1000; 0
+// when the variable holds anything else (bench_main refuses to run then).
 inline int replays_per_timing() {
   static const int n = [] {
     const char* v = std::getenv("DFSEL_BENCH_REPLAYS");
-    const long r = v ? std::strtol(v, nullptr, 10) : 1;
-    return r >= 1 && r <= 1000 ? (int)r : 1;
+    if (v == nullptr) return 1;
+    char* end = nullptr;
+    const long r = std::strtol(v, &end, 10);
+    return end != v && *end == '\0' && r >= 1 && r <= 1000 ? (int)r : 0;
   }();
   return n;
 }

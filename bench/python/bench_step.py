@@ -36,7 +36,6 @@ import dfsel
 V, R, K, E, BLOCK = 248320, 256, 16, 5120, 16
 COPIES = 8  # rotation_copies(16 x 248320 x 4 bytes) in bench/bench_util.cuh: two L2s' worth
 
-_M64 = (1 << 64) - 1
 _HASH = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 _INDEX_MUL = 0x2545F4914F6CDD1D
 
@@ -62,17 +61,29 @@ def hashed_torch(n, scale, seed, dtype, dev):
     return (v * scale).to(dtype)
 
 
+def hash64_numpy(x):
+    """hash64 on a NumPy uint64 array (exact: uint64 wraps, shifts are logical)."""
+    import numpy as np
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(_HASH[0])
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(_HASH[1])
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(_HASH[2])
+        return x ^ (x >> np.uint64(31))
+
+
 def hashed_numpy(n, scale, seed):
     """The same values from NumPy's uint64 and float32 (the check of hashed_torch)."""
     import numpy as np
     with np.errstate(over="ignore"):
-        x = (np.arange(n, dtype=np.uint64) * np.uint64(_INDEX_MUL)) ^ np.uint64(seed)
-        x = x + np.uint64(_HASH[0])
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(_HASH[1])
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(_HASH[2])
-        x = x ^ (x >> np.uint64(31))
+        x = hash64_numpy((np.arange(n, dtype=np.uint64) * np.uint64(_INDEX_MUL)) ^ np.uint64(seed))
     v = (x >> np.uint64(40)).astype(np.float32) * np.float32(2.0 / 16777216.0) - np.float32(1.0)
     return v * np.float32(scale)
+
+
+def anchor_id():
+    """SelectorStep's anchor of block 0: hash64(0) % V."""
+    import numpy as np
+    return int(hash64_numpy(np.zeros(1, np.uint64))[0]) % V
 
 
 def bits_numpy(v, dtype):
@@ -98,14 +109,6 @@ def check_hashed(t, scale, seed, first=1 << 16):
     if bad.size:
         raise SystemExit("hashed inputs differ from the C++ benchmark's at element %d (seed %d): %x != %x"
                          % (bad[0], seed, got[bad[0]], want[bad[0]]))
-
-
-def hash64_int(x):
-    """hash64 of one Python int (the anchors: hash64(b) % V)."""
-    x = (x + _HASH[0]) & _M64
-    x = ((x ^ (x >> 30)) * _HASH[1]) & _M64
-    x = ((x ^ (x >> 27)) * _HASH[2]) & _M64
-    return x ^ (x >> 31)
 
 
 STEADY = 10  # replays per timed interval for the steady-state figure (DFSEL_BENCH_REPLAYS=10)
@@ -151,13 +154,31 @@ def host_us(call, batch=32, rounds=60):
     return statistics.median(per)
 
 
+def cpp_runs_us(path, replays):
+    """The SelectorStep/tokens:16 times (us) of a dfsel_bench JSON run with `replays` replays a
+    timing; exits naming the file when it holds none or was run another way."""
+    with open(path) as f:
+        data = json.load(f)
+    got = data.get("context", {}).get("replays_per_timing", "1")
+    if got != str(replays):
+        raise SystemExit("%s: replays_per_timing = %s, expected %d" % (path, got, replays))
+    units = {"ns": 1e-3, "us": 1.0, "ms": 1e3}
+    runs = [b["real_time"] * units[b["time_unit"]] for b in data.get("benchmarks", [])
+            if b.get("run_type") == "iteration" and b["name"].startswith("SelectorStep/tokens:16/")]
+    if not runs:
+        raise SystemExit("%s: no SelectorStep/tokens:16 rows" % path)
+    return runs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write the figures to this file")
-    ap.add_argument("--rounds", type=int, default=5, help="graph timing rounds (50 replays each)")
+    ap.add_argument("--rounds", type=int, default=5, help="graph timing rounds (50 timings each)")
     ap.add_argument("--cpp-json", help="Google Benchmark JSON of SelectorStep/tokens:16 to print beside")
     ap.add_argument("--cpp-json-steady", help="the same, run with DFSEL_BENCH_REPLAYS=%d" % STEADY)
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds = %d: at least 1" % args.rounds)
     dev = "cuda:0"
     # bench/selector_step_bench.cu's setup_rank for one rank: seeds, scales and types as there.
     e_prev = hashed_torch(V * R, 0.1, 11, torch.bfloat16, dev).view(V, R)
@@ -169,7 +190,7 @@ def main():
     for t, scale, seed in ((e_prev, 0.1, 11), (e_next, 0.1, 12), (w_h, 0.02, 13), (hidden, 1.0, 14),
                            (logits[0], 8.0, 100), (logits[COPIES - 1], 8.0, 100 + (COPIES - 1) * 7919)):
         check_hashed(t, scale, seed)
-    anchors = torch.tensor([hash64_int(0) % V], dtype=torch.int32, device=dev)
+    anchors = torch.tensor([anchor_id()], dtype=torch.int32, device=dev)
     plan = dfsel.Plan(n_vocab=V, n_embd=E, codebook_rank=R, top_k=K, block_size=BLOCK, max_blocks=1,
                       e_prev=e_prev, e_next=e_next, w_h=w_h)
     inputs = [(lg, hidden, anchors) for lg in logits]
@@ -187,14 +208,10 @@ def main():
     results["graph_replay_rounds_us"] = rounds[1]
     results["graph_steady_us_per_call"] = statistics.median(rounds[STEADY])
     results["graph_steady_rounds_us"] = rounds[STEADY]
-    for key, path in (("cpp_selector_step", args.cpp_json), ("cpp_selector_step_steady", args.cpp_json_steady)):
-        if not path:
-            continue
-        with open(path) as f:
-            runs = [b for b in json.load(f)["benchmarks"]
-                    if b.get("run_type") == "iteration" and b["name"].startswith("SelectorStep/tokens:16/")]
-        cpp = [b["real_time"] * {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]] for b in runs]
-        if cpp:
+    for key, path, replays in (("cpp_selector_step", args.cpp_json, 1),
+                               ("cpp_selector_step_steady", args.cpp_json_steady, STEADY)):
+        if path:
+            cpp = cpp_runs_us(path, replays)
             results[key + "_us"] = statistics.median(cpp)
             results[key + "_runs_us"] = cpp
 

@@ -129,15 +129,23 @@ TEST(GgmlOp, CreateRefusesWhatAGraphNodeCannotRun) {
   EXPECT_NE(std::string::npos, std::string(msg).find("e_next")) << msg;
 }
 
-TEST(GgmlOp, SelectRefusesTensorsThatDisagreeWithThePlan) {
+// A created op and inputs that agree with its plan.
+class GgmlOpSelect : public testing::Test {
+ protected:
+  void SetUp() override {
+    const dfsel_plan_desc d = s.desc();
+    char msg[512] = "";
+    ASSERT_EQ(DFSEL_SUCCESS, dfsel_ggml_op_create(&d, &s.op, msg, sizeof msg)) << msg;
+    z = s.input(GGML_TYPE_F32, SmallOp::V, T, "logits");
+    h = s.input(GGML_TYPE_F32, SmallOp::E, T, "hidden");
+    a = s.anchors(SmallOp::blocks, 3);
+  }
+  static constexpr int64_t T = (int64_t)SmallOp::blocks * SmallOp::block;
   SmallOp s;
-  const dfsel_plan_desc d = s.desc();
-  char msg[512] = "";
-  ASSERT_EQ(DFSEL_SUCCESS, dfsel_ggml_op_create(&d, &s.op, msg, sizeof msg)) << msg;
-  const int64_t T = (int64_t)SmallOp::blocks * SmallOp::block;
-  ggml_tensor* z = s.input(GGML_TYPE_F32, SmallOp::V, T, "logits");
-  ggml_tensor* h = s.input(GGML_TYPE_F32, SmallOp::E, T, "hidden");
-  ggml_tensor* a = s.anchors(SmallOp::blocks, 3);
+  ggml_tensor *z = nullptr, *h = nullptr, *a = nullptr;
+};
+
+TEST_F(GgmlOpSelect, RefusesTensorsThatDisagreeWithThePlan) {
   ggml_context* c = s.ctx.get();
   ggml_tensor* out = reinterpret_cast<ggml_tensor*>(0x1);
   struct Refusal {
@@ -175,15 +183,7 @@ TEST(GgmlOp, SelectRefusesTensorsThatDisagreeWithThePlan) {
   EXPECT_NE(nullptr, out);
 }
 
-TEST(GgmlOp, AFailureInsideTheNodeIsKeptAndItsRowsAreNaN) {
-  SmallOp s;
-  const dfsel_plan_desc d = s.desc();
-  char msg[512] = "";
-  ASSERT_EQ(DFSEL_SUCCESS, dfsel_ggml_op_create(&d, &s.op, msg, sizeof msg)) << msg;
-  const int64_t T = (int64_t)SmallOp::blocks * SmallOp::block;
-  ggml_tensor* z = s.input(GGML_TYPE_F32, SmallOp::V, T, "logits");
-  ggml_tensor* h = s.input(GGML_TYPE_F32, SmallOp::E, T, "hidden");
-  ggml_tensor* a = s.anchors(SmallOp::blocks, 3);
+TEST_F(GgmlOpSelect, AFailureInsideTheNodeIsKeptAndItsRowsAreNaN) {
   static_cast<int32_t*>(a->data)[1] = (int32_t)SmallOp::V;  // block 1's anchor is out of range
   ggml_tensor* out = nullptr;
   ASSERT_EQ(DFSEL_SUCCESS, dfsel_ggml_select(s.ctx.get(), s.op, z, h, a, &out));

@@ -41,10 +41,10 @@ def make(alloc):
 def run(alloc):
     t = make(alloc)
     torch.cuda.synchronize()
-    anchors = torch.tensor([b.hash64_int(0) % V], dtype=torch.int32, device=dev)
+    anchors = torch.tensor([b.anchor_id()], dtype=torch.int32, device=dev)
     if alloc == "cupy_malloc":
         import cupy
-        anchors = cupy.asarray([b.hash64_int(0) % V], dtype=cupy.int32)
+        anchors = cupy.asarray([b.anchor_id()], dtype=cupy.int32)
     plan = dfsel.Plan(n_vocab=V, n_embd=E, codebook_rank=R, top_k=K, block_size=BLOCK, max_blocks=1,
                       e_prev=t["e_prev"], e_next=t["e_next"], w_h=t["w_h"])
     inputs = [(t["logits%d" % c], t["hidden"], anchors) for c in range(COPIES)]
@@ -62,7 +62,7 @@ def run(alloc):
 
 def run_stream(label, stream_factory):
     t = make("torch_after_temps")
-    anchors = torch.tensor([b.hash64_int(0) % V], dtype=torch.int32, device=dev)
+    anchors = torch.tensor([b.anchor_id()], dtype=torch.int32, device=dev)
     plan = dfsel.Plan(n_vocab=V, n_embd=E, codebook_rank=R, top_k=K, block_size=BLOCK, max_blocks=1,
                       e_prev=t["e_prev"], e_next=t["e_next"], w_h=t["w_h"])
     inputs = [(t["logits%d" % c], t["hidden"], anchors) for c in range(COPIES)]
