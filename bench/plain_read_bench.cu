@@ -83,12 +83,12 @@ double graph_median(int copies, int replays, const std::function<cudaError_t(int
       std::vector<double> t;
       for (int r = 0; r < replays; ++r) {
         cudaEventRecord(a, st);
-        cudaGraphLaunch(exec, st);
+        for (int q = 0; q < replays_per_timing(); ++q) cudaGraphLaunch(exec, st);
         cudaEventRecord(b, st);
         if (cudaEventSynchronize(b) != cudaSuccess) break;
         float ms = 0.0f;
         cudaEventElapsedTime(&ms, a, b);
-        t.push_back(ms * 1e-3 / calls);
+        t.push_back(ms * 1e-3 / ((double)calls * replays_per_timing()));
       }
       if (!t.empty()) {
         std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
