@@ -21,7 +21,7 @@
 namespace dfsel::test {
 namespace {
 
-enum class Fill { kRandom, kTies, kAllEqual, kAscending, kSpecial, kFewFinite };
+enum class Fill { kRandom, kTies, kAllEqual, kAscending, kSpecial, kFewFinite, kZerosAndNaN, kPeriodic, kStarved };
 
 const char* fill_name(Fill f) {
   switch (f) {
@@ -31,6 +31,9 @@ const char* fill_name(Fill f) {
     case Fill::kAscending: return "ascending";
     case Fill::kSpecial: return "special";
     case Fill::kFewFinite: return "few-finite";
+    case Fill::kZerosAndNaN: return "zeros-and-nan";
+    case Fill::kPeriodic: return "periodic";
+    case Fill::kStarved: return "starved-group";
   }
   return "?";
 }
@@ -47,12 +50,14 @@ struct TopKCase {
   bool skip_anchor_rows = false;  // RowMap {15, 16, 1}: the selector's drafted rows
   size_t out_pad = 0;             // out_stride = k + out_pad
   int num_sms = 0;                // 0: the device's count
+  int32_t splits = 0;             // 0: the heuristic's; > 0 forced (ShardTopKArgs::splits)
 
   std::string str() const {
     std::ostringstream s;
     s << dfsel_type_name(type) << " rows=" << n_rows << " cols=" << n_cols << " k=" << k << " fill=" << fill_name(fill)
       << " base=" << base_elems << " pad=" << pad_elems << " id_offset=" << id_offset
-      << " skip_anchor=" << skip_anchor_rows << " out_pad=" << out_pad << " num_sms=" << num_sms;
+      << " skip_anchor=" << skip_anchor_rows << " out_pad=" << out_pad << " num_sms=" << num_sms
+      << " splits=" << splits;
     return s.str();
   }
 };
@@ -81,13 +86,19 @@ void store(uint8_t* p, dfsel_type t, float v, uint32_t nan_bits) {
   memcpy(p, &h, 2);
 }
 
-float fill_value(Fill f, int64_t col, int64_t n_cols, std::mt19937_64& rng) {
+// kZerosAndNaN: a top-K of signed zeros, then -inf, then NaN payloads (bits a 64-bit candidate
+// key does not keep). kPeriodic: every chunk of a split row holds the same values, so that
+// the merged lists defeat the merging CTA's one-pass bound. kStarved: the columns that the
+// first tile gives to one thread group (block/select_first.cuh: group = thread % G, G the
+// least power of two >= k, thread = vector index % 256 from the chunk start) hold the
+// smallest values, which defeats the first tile's bound.
+float fill_value(Fill f, int64_t col, const TopKCase& c, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 4.0f);
   switch (f) {
     case Fill::kRandom: return normal(rng);
     case Fill::kTies: return (float)(rng() % 6) - 2.0f;
     case Fill::kAllEqual: return 1.25f;
-    case Fill::kAscending: return -1000.0f + 2000.0f * (float)col / (float)n_cols;
+    case Fill::kAscending: return -1000.0f + 2000.0f * (float)col / (float)c.n_cols;
     case Fill::kSpecial: {
       switch (rng() % 12) {
         case 0: return NAN;
@@ -102,6 +113,17 @@ float fill_value(Fill f, int64_t col, int64_t n_cols, std::mt19937_64& rng) {
     case Fill::kFewFinite: {
       const uint64_t r = rng() % 4096;
       return r == 0 ? normal(rng) : r < 1500 ? NAN : -INFINITY;
+    }
+    case Fill::kZerosAndNaN: {
+      const uint64_t r = rng() % 40000;
+      return r < 3 ? (rng() & 1 ? 0.0f : -0.0f) : r < 6 ? -INFINITY : NAN;
+    }
+    case Fill::kPeriodic: return -(float)(col % 997);
+    case Fill::kStarved: {
+      const int64_t vec = 16 / (int64_t)(c.type == DFSEL_TYPE_F32 ? 4 : 2);
+      int64_t groups = 1;
+      while (groups < c.k) groups <<= 1;
+      return (col / vec) % groups == 0 ? -1000.0f - (float)(col % 7) : normal(rng);
     }
   }
   return 0.0f;
@@ -124,7 +146,7 @@ HostLogits make_logits(const TopKCase& c, std::mt19937_64& rng) {
   for (int64_t r = 0; r < h.rows; ++r)
     for (int64_t col = 0; col < c.n_cols; ++col) {
       const uint32_t nan_bits = (rng() & 1 ? 0x7fc00000u : 0xffc00000u) | (uint32_t)(rng() & 0x3fffff);
-      store(&h.bytes[h.base + r * h.row_stride + col * es], c.type, fill_value(c.fill, col, c.n_cols, rng), nan_bits);
+      store(&h.bytes[h.base + r * h.row_stride + col * es], c.type, fill_value(c.fill, col, c, rng), nan_bits);
     }
   return h;
 }
@@ -156,7 +178,9 @@ void setup(const TopKCase& c, const HostLogits& h, DeviceCase* d) {
   d->logits.upload(h.bytes);
   const size_t out_stride = (size_t)c.k + c.out_pad;
   d->out.resize((size_t)c.n_rows * out_stride);
-  d->scratch.resize(std::max<size_t>(cuda::shard_topk_scratch_bytes(c.n_rows, c.k, c.n_cols, sms), 1));
+  d->scratch.resize(std::max<size_t>(c.splits > 0 ? cuda::shard_topk_scratch_bytes_split(c.n_rows, c.k, c.splits, sms)
+                                                  : cuda::shard_topk_scratch_bytes(c.n_rows, c.k, c.n_cols, sms),
+                                     1));
   d->scratch.zero();
   cuda::ShardTopKArgs& a = d->args;
   a.logits = d->logits.get() + h.base;
@@ -171,6 +195,7 @@ void setup(const TopKCase& c, const HostLogits& h, DeviceCase* d) {
   a.out = d->out.get();
   a.out_stride = out_stride;
   a.scratch = d->scratch.get();
+  a.splits = c.splits;
 }
 
 // Bitwise comparison of k records per row; records between rows (out_pad) stay poisoned.
@@ -247,7 +272,7 @@ TEST(GpuShardTopK, SpecialValues) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
-    for (Fill f : {Fill::kTies, Fill::kAllEqual, Fill::kAscending, Fill::kSpecial, Fill::kFewFinite})
+    for (Fill f : {Fill::kTies, Fill::kAllEqual, Fill::kAscending, Fill::kSpecial, Fill::kFewFinite, Fill::kZerosAndNaN})
       for (int32_t k : {1, 16, 64})
         for (int64_t cols : {(int64_t)1000, (int64_t)124160}) {
           TopKCase c;
@@ -303,9 +328,51 @@ TEST(GpuShardTopK, SplitCounts) {
       c.n_rows = 3;
       c.n_cols = 248320;
       c.k = k;
-      c.fill = sms == 16 ? Fill::kFewFinite : Fill::kRandom;
+      c.fill = sms == 16 ? Fill::kFewFinite : sms == 3 ? Fill::kZerosAndNaN : Fill::kRandom;
       expect_matches_reference(c, seed + sms + k);
     }
+}
+
+// Forced split counts from one CTA a row to the most the merging CTA holds, on the fills that
+// stress the merge: equal lists in every chunk, keys that drop bits, ties.
+TEST(GpuShardTopK, ForcedSplitCounts) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_BF16})
+    for (int32_t k : {1, 16, 64})
+      for (int32_t splits : {1, 2, 7, 33, std::min(2048 / k, 128)})
+        for (Fill f : {Fill::kRandom, Fill::kPeriodic, Fill::kZerosAndNaN, Fill::kTies}) {
+          if ((int64_t)splits * k > 2048) continue;  // more keys than the merging CTA holds
+          TopKCase c;
+          c.type = t;
+          c.k = k;
+          c.splits = splits;
+          c.n_rows = 2;
+          c.n_cols = 248320;
+          c.fill = f;
+          expect_matches_reference(c, seed + k * 7 + splits + (int)f * 100 + t);
+        }
+}
+
+// Inputs built to defeat the one-pass bounds (block/select_first.cuh): a starved thread group
+// in the first tile, and identical lists in every chunk for the merging CTA. Both must fall
+// back to the general fold and still match the reference.
+TEST(GpuShardTopK, DefeatedBoundsFallBack) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
+    for (int32_t k : {8, 16, 33, 64})
+      for (Fill f : {Fill::kStarved, Fill::kPeriodic})
+        for (int32_t rows : {1, 16}) {
+          TopKCase c;
+          c.type = t;
+          c.k = k;
+          c.fill = f;
+          c.n_rows = rows;
+          c.n_cols = rows == 1 ? 248320 : 65536;
+          c.splits = rows == 1 ? 0 : 4;  // 65536 columns in 4 chunks: every chunk starts a group
+          expect_matches_reference(c, seed + k + (int)f * 10 + rows + t);
+        }
 }
 
 // V = 202048 over three uneven shards: each shard's list with global ids, then the merge of
@@ -471,7 +538,7 @@ TEST(GpuShardTopK, SmallShapesForSanitizers) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
-    for (Fill f : {Fill::kRandom, Fill::kTies, Fill::kSpecial, Fill::kFewFinite})
+    for (Fill f : {Fill::kRandom, Fill::kTies, Fill::kSpecial, Fill::kFewFinite, Fill::kZerosAndNaN, Fill::kStarved})
       for (int32_t k : {1, 16, 64})
         for (int64_t cols : {(int64_t)k, (int64_t)300, (int64_t)9000}) {
           TopKCase c;
