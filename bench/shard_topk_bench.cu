@@ -81,36 +81,10 @@ void shard_topk_bench(benchmark::State& state, Shape s) {
   a.out_stride = (size_t)s.k;
   a.scratch = scratch.get();
   a.splits = s.splits;
-  if (const char* d = getenv("DFSEL_TOPK_DEBUG")) a.debug = atoi(d);
   time_graph(state, copies, (double)s.bytes(), [&](int copy, cudaStream_t st) {
     a.logits = in[copy]->get();
     return cuda::shard_topk(a, sms, st);
   });
-  if (getenv("DFSEL_TOPK_STAMPS")) {  // DEBUG
-    const int splits = cuda::shard_topk_splits(a, sms);
-    const int ctas = s.tokens * splits;
-    DeviceMem st_mem;
-    st_mem.alloc((size_t)ctas * 8 * 8);
-    cudaMemset(st_mem.get(), 0, (size_t)ctas * 64);
-    a.stamps = st_mem.as<long long>();
-    a.logits = in[0]->get();
-    cuda::shard_topk(a, sms, 0);
-    cuda::shard_topk(a, sms, 0);
-    std::vector<long long> h((size_t)ctas * 8);
-    cudaMemcpy(h.data(), st_mem.get(), h.size() * 8, cudaMemcpyDeviceToHost);
-    a.stamps = nullptr;
-    auto med = [](std::vector<double> v) { if (v.empty()) return -1.0; std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-    auto mx = [](std::vector<double> v) { if (v.empty()) return -1.0; return *std::max_element(v.begin(), v.end()); };
-    std::vector<double> load, fold, pub, poll, merge, fin;
-    for (int c = 0; c < ctas; ++c) {
-      const long long* t = &h[(size_t)c * 8];
-      load.push_back(t[1] - t[0]); fold.push_back(t[2] - t[1]); pub.push_back(t[3] - t[2]);
-      if (t[7]) { poll.push_back(t[4] - t[3]); merge.push_back(t[5] - t[4]); fin.push_back(t[6] - t[5]); }
-    }
-    state.counters["c_load"] = med(load); state.counters["c_fold"] = med(fold); state.counters["c_foldmax"] = mx(fold);
-    state.counters["c_pub"] = med(pub); state.counters["c_poll"] = med(poll); state.counters["c_pollmax"] = mx(poll);
-    state.counters["c_merge"] = med(merge); state.counters["c_fin"] = med(fin);
-  }
 }
 
 template <typename Key>

@@ -4,22 +4,22 @@
 // Reading the row once is the whole cost (DESIGN section 5: 16 x 124160 F32 is 1.9 us of
 // HBM), so the kernel streams 16-byte loads and keeps the per-element work to one max:
 //   - a row is cut into `splits` chunks, one CTA each, so that a few rows still cover the GPU;
-//   - a CTA folds its first tile with a one-pass bound (block/select_first.cuh) and later
-//     tiles into its sorted top-K list (block/select.cuh): a tile whose items all lie below the
-//     list's K-th key costs one float max per element and one barrier, and the next tile's
-//     loads are already in flight;
-//   - the CTAs of a split row publish their lists as keys and the last of them to start merges
-//     the lists as soon as they land (block/row_merge.cuh), so a step is one launch and the
-//     scratch is left as it was found (graph replays).
+//   - a CTA folds its chunk tile by tile into a sorted top-K list in shared memory
+//     (block_select.cuh); a tile whose items all lie below the list's K-th key costs one
+//     float max per element and one barrier, and the next tile's loads are already in flight;
+//   - each CTA of a split row writes its list to scratch and takes a ticket; the last CTA of
+//     the row merges the lists with the same block routine and writes the result, so a step is
+//     one launch, and it resets the ticket so that scratch stays reusable (graph replays);
+//   - the grid is rows x splits and the chunks are a fixed number of vectors, so a CTA finds its
+//     row and chunk without a division (a 64-bit one cost each CTA about 100 instructions).
 #include "kernels/shard_topk.cuh"
 
 #include <assert.h>
 
 #include <algorithm>
+#include <cuda/atomic>
 
-#include "kernels/block/row_merge.cuh"
 #include "kernels/block/select.cuh"
-#include "kernels/block/select_first.cuh"
 #include "kernels/block/topk_items.cuh"
 #include "kernels/dispatch.cuh"
 
@@ -31,20 +31,29 @@ constexpr int kVecsPerThread = 4;   // 16-byte loads per thread per tile
 // when the top-K has the GPU alone, and for 3 when the caller runs a kernel beside it
 // (ShardTopKArgs::shares_sms: the plan's gate, gate.cu), leaving each SM room for one CTA.
 constexpr int kRegBoundCtas = 4;
-constexpr int kCtasPerSm = kRegBoundCtas;
+constexpr int kCtasPerSm = kRegBoundCtas;  // the most; sizes the counters and forced splits
 constexpr int64_t kMinSplitCols = 2048;  // a split chunk smaller than this costs more than it saves
-constexpr int kRecsPerThread = 8;   // the merging CTA holds splits * k <= 2048 keys in registers
+constexpr int kRecsPerThread = 8;   // the last CTA holds splits * k <= 2048 records in registers
+
+// Scratch: one ticket counter per split row, then the partial lists. Only rows of a launch
+// of at most num_sms * kCtasPerSm / 2 rows are split, so the counters' region has a fixed size
+// and the lists' offset does not depend on a run's row count (runs of different sizes share
+// one scratch, and every counter is back at zero after each run).
+size_t parts_offset(int num_sms) {
+  return ((size_t)std::max(num_sms, 1) * kCtasPerSm * sizeof(unsigned) + 255) & ~(size_t)255;
+}
 
 template <dfsel_type T, int KB>
 __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
-    shard_topk_kernel(ShardTopKArgs a, int splits) {
+    shard_topk_kernel(ShardTopKArgs a, int32_t chunk_vecs, size_t parts_at) {
   constexpr int U = kVecsPerThread;
   constexpr int32_t kTile = U * kSelectThreads;  // vectors per tile
   __shared__ SelectShared<KB, U * Elem<T>::kVec> s;
   const int tid = threadIdx.x;
   const int k = a.k;
-  const int sel = blockIdx.x / splits;
-  const int split = blockIdx.x - sel * splits;
+  const int sel = blockIdx.x;
+  const int split = blockIdx.y;
+  const int splits = gridDim.y;
   const int64_t row = map_row(a.map, sel);
   const uint8_t* p = static_cast<const uint8_t*>(a.logits) + row * (int64_t)a.row_stride;
 
@@ -54,83 +63,53 @@ __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
   c.n_cols = (int32_t)a.n_cols;
   c.id_offset = (int32_t)a.id_offset;
   const int32_t nv = (c.n_cols + c.a_off + Elem<T>::kVec - 1) / Elem<T>::kVec;
-  const int32_t vb = (int32_t)((int64_t)nv * split / splits);
-  c.v_end = (int32_t)((int64_t)nv * (split + 1) / splits);
+  const int32_t vb = min(split * chunk_vecs, nv);  // the last chunks may be short or empty
+  c.v_end = min(vb + chunk_vecs, nv);
 
-#define STAMP(ph) if (a.stamps && tid == 0) a.stamps[blockIdx.x * 8 + (ph)] = clock64()
-  STAMP(0);
   SelectState st = select_begin(s);
   DataItems<T, U> it;
   it.c = c;
-#ifdef DFSEL_TOPK_REGDB
-  uint4 next[U];
   load_tile<T, U>(it.v, c, vb);
-  load_tile<T, U>(next, c, vb + kTile);
-#else
-  load_tile<T, U>(it.v, c, vb);
-  prefetch_tile_l2<T>(c, vb + kTile, kTile);
-#endif
-  // The start ticket's round trip overlaps the loads; its answer is needed only at the end.
-  if (tid == 0) s.last = splits > 1 && atomicAdd(RowSlots(a.scratch, sel, splits, k).start, 1u) == (unsigned)splits - 1u;
-  bool flush = false;
-  for (int32_t b = vb;;) {
+  for (int32_t b = vb; b < c.v_end; b += kTile) {
+    uint4 next[U];
+    load_tile<T, U>(next, c, b + kTile);  // in flight while this tile is folded in
     it.v0 = b + tid;
     it.mv = tile_max<T, U>(it.v);
-    if (b == vb) STAMP(1);
-    // The first tile takes the one-pass bound unless its items defeat it (select_first.cuh).
-    if (b != vb || (a.debug & 1) || !select_first(s, st, it, k)) {
-      select_tile(s, st, it, k);
-      flush = true;
-    }
-    b += kTile;
-    if (b >= c.v_end) break;
-#ifdef DFSEL_TOPK_REGDB
+    select_tile(s, st, it, k);
 #pragma unroll
     for (int u = 0; u < U; ++u) it.v[u] = next[u];
-    load_tile<T, U>(next, c, b + kTile);
-#else
-    // This tile's bytes are in L2 or on their way (prefetched a tile ahead); the next tile's follow.
-    load_tile<T, U>(it.v, c, b);
-    prefetch_tile_l2<T>(c, b + kTile, kTile);
-#endif
   }
-  if (flush) select_flush(s, st, k);
-  STAMP(2);
+  select_flush(s, st, k);
 
   CandRec* out = a.out + (size_t)sel * a.out_stride;
-  if (splits == 1) {
-    if (tid < k) out[tid] = list_rec(s.list_key[st.cur][tid], s.list_z[st.cur][tid]);
-    return;
-  }
-  RowSlots slots(a.scratch, sel, splits, k);
-  if (tid < k) store_slot(slots.keys + split * k + tid, tid < st.n_list ? s.list_key[st.cur][tid] : kPadKey);
-  STAMP(3);
-  if (a.stamps && tid == 0) a.stamps[blockIdx.x * 8 + 7] = s.last;
-  if (!s.last) return;
-  if (a.debug & 2) { if (tid == 0) *slots.start = 0u; return; }
-
-  // The merging CTA: every list of the row, as soon as it lands.
-  SlotItems<kRecsPerThread> recs;
-  recs.poll(slots.keys, splits, k);
-  __syncthreads();  // every thread is past its last read of the list and counters above
-  STAMP(4);
-  st = select_begin(s);
-  if (!select_first(s, st, recs, k)) {
+  if (splits > 1) {
+    unsigned* counter = static_cast<unsigned*>(a.scratch) + sel;
+    CandRec* parts = reinterpret_cast<CandRec*>(static_cast<uint8_t*>(a.scratch) + parts_at) +
+                     (size_t)sel * splits * k;
+    if (tid < k) {
+      // Short chunks pad with {NaN, -1}, whose key is 0: below every real candidate.
+      parts[split * k + tid] = tid < st.n_list ? list_rec(s.list_key[st.cur][tid], s.list_z[st.cur][tid])
+                                               : CandRec{__uint_as_float(0x7fc00000u), -1};
+    }
+    __syncthreads();
+    if (tid == 0) {
+      // Release: the list the barrier above ordered before it is visible with the ticket that
+      // announces it. Acquire: the last CTA reads every other list after its ticket. (A full
+      // fence in each writing thread, as before, cost more than this one ordered atomic.)
+      const unsigned ticket =
+          ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device>(*counter).fetch_add(1u, ::cuda::memory_order_acq_rel);
+      s.last = ticket == (unsigned)splits - 1u;
+      if (s.last) *counter = 0u;  // every split has taken its ticket: reset for the next launch
+    }
+    __syncthreads();
+    if (!s.last) return;
+    RecordItems<kRecsPerThread> recs;
+    recs.load(parts, splits * k);
+    st = select_begin(s);
     select_tile(s, st, recs, k);
     select_flush(s, st, k);
   }
-  if (tid < k) {
-    const uint64_t key = s.list_key[st.cur][tid];
-    CandRec r = cand_from_key(key);
-    // A key keeps neither a NaN's payload nor a zero's sign: those come from the row itself.
-    const uint32_t vk = (uint32_t)(key >> 32);
-    if (vk == 0u || vk == 0x80000000u) r.z = Elem<T>::exact(load_raw<T>(p, r.id - c.id_offset));
-    out[tid] = r;
-  }
-  STAMP(5);
-  recs.clear(slots.keys, splits, k);
-  if (tid == 0) *slots.start = 0u;  // every CTA of the row has taken its ticket
-  STAMP(6);
+  if (tid < k) out[tid] = list_rec(s.list_key[st.cur][tid], s.list_z[st.cur][tid]);
 }
 
 // Rows split into this many chunks: enough CTAs for about one resident wave, chunks no
@@ -147,20 +126,21 @@ int topk_splits(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms, bool sha
 
 size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms) {
   if (n_rows <= 0 || k < 1 || k > kMaxTopK) return 0;
-  // A run may select fewer rows than planned, and fewer rows split further: size the slots for
-  // the worst row count up to n_rows. Splits fall as rows grow, so the loop ends early.
-  int64_t words = 0;
-  for (int64_t n = 1; n <= n_rows; ++n) {
+  // A run may select fewer rows than planned, and fewer rows split further: size the partial
+  // lists for the worst row count up to n_rows. Only split rows use them, and those number at
+  // most num_sms * kCtasPerSm / 2, so the loop is short.
+  const int64_t stop = std::min<int64_t>(n_rows, (int64_t)std::max(num_sms, 1) * kCtasPerSm);
+  int64_t recs = 0;
+  for (int64_t n = 1; n <= stop; ++n) {
     const int s = std::max(topk_splits((int32_t)n, k, n_cols, num_sms, false),
                            topk_splits((int32_t)n, k, n_cols, num_sms, true));
-    if (s <= 1) break;
-    words = std::max<int64_t>(words, n * row_merge_words(s, k));
+    if (s > 1) recs = std::max<int64_t>(recs, n * s * k);
   }
-  return (size_t)words * sizeof(uint64_t);
+  return recs == 0 ? 0 : parts_offset(num_sms) + (size_t)recs * sizeof(CandRec);
 }
 
-size_t shard_topk_scratch_bytes_split(int32_t n_rows, int32_t k, int32_t splits, int) {
-  return splits > 1 ? (size_t)n_rows * row_merge_words(splits, k) * sizeof(uint64_t) : 0;
+size_t shard_topk_scratch_bytes_split(int32_t n_rows, int32_t k, int32_t splits, int num_sms) {
+  return parts_offset(num_sms) + (size_t)n_rows * splits * k * sizeof(CandRec);
 }
 
 int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
@@ -168,8 +148,10 @@ int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
   // Ids are int32: the shard's last id must be one (INT32_MAX - 16 leaves room for a vector).
   if (a.id_offset < 0 || a.id_offset + a.n_cols > INT32_MAX - 16) return 0;
   if (a.splits <= 0) return topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0);
-  // Forced, for tuning: the merging CTA's keys must fit.
-  if ((int64_t)a.splits * a.k > (int64_t)kSelectThreads * kRecsPerThread || a.splits > a.n_cols) return 0;
+  // Forced, for tuning: the last CTA's records and the counters must fit.
+  if ((int64_t)a.splits * a.k > (int64_t)kSelectThreads * kRecsPerThread || a.splits > a.n_cols ||
+      (a.splits > 1 && a.n_rows > std::max(num_sms, 1) * kCtasPerSm))
+    return 0;
   return a.splits;
 }
 
@@ -178,10 +160,15 @@ cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream)
   const int splits = a.splits > 0 ? a.splits : topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0);
   assert(shard_topk_splits(a, num_sms) == splits && (splits == 1 || a.scratch));
   if (a.n_rows == 0) return cudaSuccess;
-  const unsigned grid = (unsigned)a.n_rows * (unsigned)splits;
+  const dim3 grid((unsigned)a.n_rows, (unsigned)splits);
+  const size_t parts = parts_offset(num_sms);
   dispatch_float_type(a.type, [&](auto T) {
+    // Vectors of a chunk: the row's vectors (at most this many, whatever its alignment) over splits.
+    constexpr int V = Elem<T.value>::kVec;
+    const int64_t nv_max = (a.n_cols + 2 * V - 2) / V;
+    const int32_t chunk_vecs = (int32_t)((nv_max + splits - 1) / splits);
     dispatch_k(a.k, [&](auto KB) {
-      shard_topk_kernel<T.value, KB.value><<<grid, kSelectThreads, 0, stream>>>(a, splits);
+      shard_topk_kernel<T.value, KB.value><<<grid, kSelectThreads, 0, stream>>>(a, chunk_vecs, parts);
     });
   });
   return cudaGetLastError();

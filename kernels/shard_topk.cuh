@@ -27,8 +27,6 @@ struct ShardTopKArgs {
   void* scratch;        // shard_topk_scratch_bytes; zeroed once at set-up, left reusable
   int32_t splits;       // 0: the built-in heuristic; > 0: chunks per row, forced (tuning sweeps)
   int32_t shares_sms;   // nonzero: another kernel runs beside; size the grid to leave it room
-  long long* stamps = nullptr;  // DEBUG
-  int debug = 0;                // DEBUG
 };
 
 // Scratch for up to n_rows x n_cols on a device with num_sms multiprocessors.

@@ -87,11 +87,10 @@ void store(uint8_t* p, dfsel_type t, float v, uint32_t nan_bits) {
 }
 
 // kZerosAndNaN: a top-K of signed zeros, then -inf, then NaN payloads (bits a 64-bit candidate
-// key does not keep). kPeriodic: every chunk of a split row holds the same values, so that
-// the merged lists defeat the merging CTA's one-pass bound. kStarved: the columns that the
-// first tile gives to one thread group (block/select_first.cuh: group = thread % G, G the
-// least power of two >= k, thread = vector index % 256 from the chunk start) hold the
-// smallest values, which defeats the first tile's bound.
+// key does not keep). kPeriodic: every chunk of a split row holds the same values, so the
+// partial lists of a split row are alike. kStarved: the columns that one thread group of a tile
+// holds (group = thread % G, G the least power of two >= k, thread = vector index % 256 from
+// the chunk start) hold the smallest values: an input against bounds taken from group maxima.
 float fill_value(Fill f, int64_t col, const TopKCase& c, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 4.0f);
   switch (f) {
@@ -354,10 +353,9 @@ TEST(GpuShardTopK, ForcedSplitCounts) {
         }
 }
 
-// Inputs built to defeat the one-pass bounds (block/select_first.cuh): a starved thread group
-// in the first tile, and identical lists in every chunk for the merging CTA. Both must fall
-// back to the general fold and still match the reference.
-TEST(GpuShardTopK, DefeatedBoundsFallBack) {
+// Inputs built against bounds taken from group maxima: a starved thread group in the first
+// tile, and alike partial lists in every chunk of a split row.
+TEST(GpuShardTopK, AdversarialLayouts) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})

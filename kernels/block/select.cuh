@@ -45,7 +45,7 @@ struct SelectShared {
   uint64_t group_max[select_groups<KB>()];
   uint64_t bound;
   int n_cand[2];  // appends count in n_cand[cb]; a merge resets the other one and flips cb
-  int last;       // set when this CTA merges its row (row_merge.cuh)
+  int last;       // set when this CTA is the last of its row to finish
 };
 
 // Per-thread copy of the list's state; every thread of the CTA holds the same values.
@@ -68,13 +68,10 @@ __device__ __forceinline__ SelectState select_begin(SelectShared<KB, M>& s) {
 }
 
 // Smallest float value an item can have and still reach a key above lo; all_values is set
-// when lo is NaN-level (value key 0), where any item, NaN included, may still beat it. Value
-// keys between NaN's (0) and -inf's (0x007fffff) belong to no item (a bound just below -inf's
-// key, select_first.cuh): every item above them is a number, so the floor is -inf.
+// when lo is NaN-level (value key 0), where any item, NaN included, may still beat it.
 __device__ __forceinline__ float key_value_floor(uint64_t lo, bool* all_values) {
   const uint32_t vk = (uint32_t)(lo >> 32);
   *all_values = vk == 0u;
-  if (vk < 0x007fffffu) return -INFINITY;
   return __uint_as_float((vk & 0x80000000u) ? (vk & 0x7fffffffu) : ~vk);
 }
 
@@ -215,5 +212,44 @@ __device__ void select_flush(SelectShared<KB, M>& s, SelectState& st, int k) {
   const int nc = s.n_cand[st.cb];
   if (nc > 0) select_merge(s, st, k, nc);
 }
+
+// Items of the last CTA of a split row: the partial lists of all splits, read from scratch,
+// kSelectThreads * R records at most.
+template <int R>
+struct RecordItems {
+  uint64_t key[R];
+  float z[R];
+
+  __device__ __forceinline__ void load(const CandRec* recs, int n) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int r = threadIdx.x + i * kSelectThreads;
+      key[i] = 0ull;
+      z[i] = 0.0f;
+      if (r < n) {
+        // .cg: the lists were written by other CTAs; read them from L2, not a stale L1 line.
+        const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(recs + r));
+        CandRec c;
+        c.z = __uint_as_float(raw.x);
+        c.id = (int32_t)raw.y;
+        key[i] = cand_key(c);  // padding records {NaN, -1} have key 0: never selected
+        z[i] = c.z;
+      }
+    }
+  }
+  __device__ __forceinline__ bool maybe_above(uint64_t) const { return true; }
+  __device__ __forceinline__ uint64_t max_key() const {
+    uint64_t m = 0ull;
+#pragma unroll
+    for (int i = 0; i < R; ++i) m = max(m, key[i]);
+    return m;
+  }
+  template <class F>
+  __device__ __forceinline__ void for_each_above(uint64_t lo, F f) const {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+      if (key[i] > lo) f(key[i], z[i]);
+  }
+};
 
 }  // namespace dfsel::cuda

@@ -129,40 +129,19 @@ __device__ __forceinline__ uint4 load_vec_guarded(const ChunkView& c, int32_t vi
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// Thread tid's vectors of the tile at b: b + tid + u * kSelectThreads (coalesced per u). Each
-// vector inside the chunk and the row is one 16-byte load, all of them in flight together; only
-// the row's unaligned head and tail, and vectors past the chunk, take the guarded path (a chunk
-// shorter than a tile, as at decode sizes, leaves the last vectors of a thread empty).
+// Thread tid's vectors of the tile at b: b + tid + u * kSelectThreads (coalesced per u).
 template <dfsel_type T, int U>
 __device__ __forceinline__ void load_tile(uint4 (&v)[U], const ChunkView& c, int32_t b) {
   constexpr int V = Elem<T>::kVec;
+  const int32_t v0 = b + (int32_t)threadIdx.x;
+  const int32_t vl = v0 + (U - 1) * kSelectThreads;
+  if (vl < c.v_end && v0 * V - c.a_off >= 0 && (vl + 1) * V - c.a_off <= c.n_cols) {
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int32_t vi = b + (int32_t)threadIdx.x + u * kSelectThreads;
-    if (vi < c.v_end && vi * V - c.a_off >= 0 && (vi + 1) * V - c.a_off <= c.n_cols) v[u] = __ldcs(c.base + vi);
-    else v[u] = load_vec_guarded<T>(c, vi);
+    for (int u = 0; u < U; ++u) v[u] = __ldcs(c.base + v0 + u * kSelectThreads);  // all in flight
+  } else {
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = load_vec_guarded<T>(c, v0 + u * kSelectThreads);
   }
-}
-
-// Asks L2 for the whole vectors of the tile at b (n vectors) that lie inside the chunk and the
-// row, in one bulk request from one thread: the tile's loads then find their bytes in L2 without
-// holding registers for them while the current tile is folded.
-template <dfsel_type T>
-__device__ __forceinline__ void prefetch_tile_l2(const ChunkView& c, int32_t b, int32_t n) {
-  constexpr int V = Elem<T>::kVec;
-  if (threadIdx.x != 0) return;
-  const int32_t lo = max(b, c.a_off > 0 ? 1 : 0);
-  const int32_t hi = min(min(b + n, c.v_end), (c.n_cols + c.a_off) / V);
-  if (hi <= lo) return;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c.base + lo), "r"((uint32_t)(hi - lo) * 16u)
-               : "memory");
-}
-
-// The stored bits of column col of a row (for the values a 64-bit key does not keep).
-template <dfsel_type T>
-__device__ __forceinline__ uint32_t load_raw(const uint8_t* row, int32_t col) {
-  if constexpr (Elem<T>::kBytes == 4) return reinterpret_cast<const uint32_t*>(row)[col];
-  else return reinterpret_cast<const uint16_t*>(row)[col];
 }
 
 // One thread's share of a tile, as the Items of select_tile. Item i = (u, e) is element e of
@@ -191,7 +170,6 @@ struct DataItems {
     const float f = key_value_floor(lo, &all);
     return all || mv >= f;
   }
-  __device__ __forceinline__ uint32_t max_value_key() const { return value_key(mv); }
   __device__ __forceinline__ uint64_t max_key() const {
     if (mv == mv) {
       int first = 0;
