@@ -93,19 +93,6 @@ TEST(ApiGroup, ACallThatNamesNoPlanChangesNoPlansRecord) {
   EXPECT_NE(std::string(dfsel_plan_last_error(s.plans[0])).find("NULL"), std::string::npos);
 }
 
-// A CPU plan of c's selector on data d, replicated codebooks, owning ids [v_begin, v_end).
-dfsel_plan_desc cpu_desc(const Case& c, const Data& d, int32_t rank, int32_t n_ranks, int64_t v_begin, int64_t v_end) {
-  const size_t cb_row = row_bytes(c.cb_t, c.R);
-  dfsel_plan_desc desc{};
-  desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, 1.0f, 0.0f, c.blocks};
-  desc.shard = dfsel_shard{rank, n_ranks, v_begin, v_end};
-  desc.backend = DFSEL_BACKEND_CPU;
-  desc.e_prev = make_matrix(d.e_prev.data(), c.cb_t, c.R, c.V, cb_row);
-  desc.e_next = make_matrix(d.e_next.data(), c.cb_t, c.R, c.V, cb_row);
-  desc.w_h = make_matrix(d.w_h.data(), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
-  return desc;
-}
-
 // One plan, outputs placed by hand so that two of them share memory.
 class Aliasing : public testing::Test {
  protected:

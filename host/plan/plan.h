@@ -11,6 +11,7 @@
 #include "host/backend/backend.h"
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
+#include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
 
@@ -23,8 +24,10 @@ struct StepScratch {
   std::vector<RankSummary> summaries;
   std::vector<int> order;
   std::vector<StepRank> ranks;
+  std::vector<RunBuffers> buffers;  // what each plan of a group call touches
   void size_for(int n) {
     outs.resize(n);
+    buffers.resize(n);
     summaries.resize(n);
     order.resize(n);
     ranks.resize(n);
