@@ -11,6 +11,7 @@
 #include "host/backend/backend.h"
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
+#include "host/plan/one_call.h"
 #include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
@@ -43,6 +44,7 @@ struct dfsel_plan {
   std::unique_ptr<dfsel::Backend> backend;
   std::unique_ptr<dfsel::Exchange> exchange;
   std::string last_error;
+  dfsel::OneCall in_use;         // held by the call on this plan now, if any (dfsel.h: threads)
   dfsel::StepScratch scratch;  // host scratch of the steps this plan leads (run_group)
 };
 
