@@ -23,6 +23,7 @@ class Status(enum.IntEnum):
     NO_DEVICE = 8
     INTERNAL_ERROR = 9
     TIMEOUT = 10
+    BUSY = 11
 
 
 class Type(enum.IntEnum):
