@@ -16,8 +16,7 @@ from ._arrays import typed
 from ._loader import cuda_device_count, library, library_path, status_string, version
 from ._outputs import Outputs
 from ._plan import Plan, run_group
-
-__version__ = "0.2.0"
+from ._version import __version__
 
 # torch.ops.dfsel.select when torch is importable; why not otherwise.
 torch_op_error = None
