@@ -8,30 +8,24 @@
 #include <string>
 #include <vector>
 
-#include "support/problem.h"
+#include "support/one_plan.h"
 
 namespace dfsel::test {
 namespace {
 
 // One plan, every output in its own buffer with room to move its pointer off the alignment.
-class Buffers : public testing::Test {
+class Buffers : public OnePlan {
  protected:
   void SetUp() override {
     c.V = 300;
     c.E = 96;  // K + K*K = 72 fits: the packed rows are written too
-    d = make_data(c, 5);
-    desc = cpu_desc(c, d, 0, 1, 0, c.V);
-    const int64_t n_tokens = (int64_t)c.blocks * c.block;
-    in.logits = make_matrix(d.logits.data(), c.logits_t, c.V, n_tokens, d.logits_nb1);
-    in.hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
+    describe(5);
     anchors.assign(d.anchors.size() + 2, 0);
     std::memcpy(anchors.data(), d.anchors.data(), d.anchors.size() * 4);
     in.anchors = anchors.data();
-    in.n_blocks = c.blocks;
     in.temperature = 0.7f;  // q is written
-    const size_t nd = (size_t)c.blocks * (c.block - 1);
-    const size_t counts[] = {nd * c.K, nd * c.K, nd * c.K * c.K, nd * c.K, nd, (size_t)c.blocks,
-                             (size_t)n_tokens * c.E};
+    const size_t nd = (size_t)c.blocks * (c.block - 1), n_tokens = (size_t)c.blocks * c.block;
+    const size_t counts[] = {nd * c.K, nd * c.K, nd * c.K * c.K, nd * c.K, nd, (size_t)c.blocks, n_tokens * c.E};
     for (int i = 0; i < kOutputs; ++i) store[i].assign(counts[i] + 2, 0);  // 8 bytes of slack
     out.cand_ids = reinterpret_cast<int32_t*>(store[0].data());
     out.unary = reinterpret_cast<float*>(store[1].data());
@@ -40,16 +34,6 @@ class Buffers : public testing::Test {
     out.path = reinterpret_cast<int32_t*>(store[4].data());
     out.n_emitted = reinterpret_cast<int32_t*>(store[5].data());
     out.packed = reinterpret_cast<float*>(store[6].data());
-  }
-  void TearDown() override { dfsel_plan_destroy(plan); }
-
-  void create() {
-    char msg[256];
-    ASSERT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-  }
-  std::string refused() {
-    EXPECT_EQ(dfsel_plan_run(plan, &in, &out, nullptr), DFSEL_INVALID_ARGUMENT);
-    return dfsel_plan_last_error(plan);
   }
   std::string create_refused() {
     char msg[256] = "";
@@ -65,12 +49,6 @@ class Buffers : public testing::Test {
   }
 
   static constexpr int kOutputs = 7;
-  Case c;
-  Data d;
-  dfsel_plan_desc desc{};
-  dfsel_plan* plan = nullptr;
-  dfsel_inputs in{};
-  dfsel_outputs out{};
   std::vector<int32_t> anchors, store[kOutputs];
 };
 

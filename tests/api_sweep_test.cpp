@@ -39,8 +39,7 @@ struct Sweep {
     d = make_data(c, 9);
     desc = cpu_desc(c, d, 0, 1, 0, c.V);
     const int64_t n_tokens = (int64_t)c.blocks * c.block;
-    in.logits = make_matrix(d.logits.data(), c.logits_t, c.V, n_tokens, d.logits_nb1);
-    in.hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
+    in = cpu_inputs(c, d);
     anchors.assign(d.anchors.begin(), d.anchors.end());
     anchors.resize(anchors.size() + 4, 0);
     in.anchors = anchors.data();

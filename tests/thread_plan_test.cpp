@@ -37,11 +37,7 @@ struct Step {
     c.V = 4000;
     c.blocks = 3;
     d = make_data(c, seed);
-    const int64_t n_tokens = (int64_t)c.blocks * c.block;
-    in.logits = make_matrix(d.logits.data(), c.logits_t, c.V, n_tokens, d.logits_nb1);
-    in.hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
-    in.anchors = d.anchors.data();
-    in.n_blocks = c.blocks;
+    in = cpu_inputs(c, d);
     path.resize((size_t)c.blocks * (c.block - 1));
     n_emitted.resize(c.blocks);
     cand_ids.resize(path.size() * c.K);

@@ -122,18 +122,27 @@ TEST(ToolCli, ImpossibleProblemsAreRefusedBeforeAllocating) {
 }
 
 // Numbers that atoi / atof read in part ran a different problem; now the command refuses them.
-TEST(ToolCli, NumbersThatDoNotParseWholeAreRefused) {
+// A value the library refuses is as bad a request (exit 2, once 1) and names the flag, not the
+// C API's field (once config.top_k); a bound prints as a person reads it (once
+// 1000000000000000019884624838656.000000).
+TEST(ToolCli, BadRequestsExit2AndNameTheFlag) {
   const std::pair<const char*, const char*> cases[] = {
       {"--top-k 1e3", "--top-k takes a whole number, not '1e3'"},
       {"--temperature 0,8", "--temperature takes a number such as 0.8, not '0,8'"},
       {"--vocab 12abc", "--vocab takes a whole number, not '12abc'"},
       {"--seed abc", "--seed takes a whole number >= 0, not 'abc'"},
       {"--vocab --steps 1", "--vocab needs a value"},
+      {"--top-k 100", "dfsel: --top-k = 100 must be in [1, 64]"},
+      {"--block-size 1025", "dfsel: --block-size = 1025 must be in [2, 1024]"},
+      {"--rank 2000", "dfsel: --rank = 2000 must be in [1, 1024]"},
+      {"--temperature 1e31", "dfsel: --temperature = 1e31 is outside [0, 1e+30]"},
   };
   for (const auto& c : cases) {
     const CliRun r = run(std::string(c.first) + " --backend cpu --embd 64 --steps 1");
     EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
     EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+    EXPECT_EQ(r.output.find("config."), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("000000"), std::string::npos) << r.output;
   }
 }
 
@@ -222,25 +231,6 @@ TEST(ToolCli, AFifoAsTheDraftIsRefused) {
   const CliRun r = run("--backend cpu --gguf " + path + " --steps 1", 10);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("a FIFO, not a regular file"), std::string::npos) << r.output;
-}
-
-// A request the library refuses is a bad request like one the parser refuses (exit 2), and
-// names the flag, not the C API's field; a bound prints as a number a person reads.
-TEST(ToolCli, RefusalsNameTheFlagWithOneExitStatus) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"--top-k 100", "dfsel: --top-k = 100 must be in [1, 64]"},
-      {"--block-size 1025", "dfsel: --block-size = 1025 must be in [2, 1024]"},
-      {"--rank 2000", "dfsel: --rank = 2000 must be in [1, 1024]"},
-      {"--temperature 1e31", "dfsel: --temperature = 1e31 is outside [0, 1e+30]"},
-      {"--top-k 1e3", "--top-k takes a whole number"},
-  };
-  for (const auto& c : cases) {
-    const CliRun r = run(std::string(c.first) + " --backend cpu --embd 64 --steps 1");
-    EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
-    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
-    EXPECT_EQ(r.output.find("config."), std::string::npos) << r.output;
-    EXPECT_EQ(r.output.find("000000"), std::string::npos) << r.output;
-  }
 }
 
 // A draft whose own sizes the library refuses is the file's fault: named with the file and

@@ -223,6 +223,16 @@ dfsel_plan_desc cpu_desc(const Case& c, const Data& d, int32_t rank, int32_t n_r
   return desc;
 }
 
+dfsel_inputs cpu_inputs(const Case& c, const Data& d) {
+  const int64_t n_tokens = (int64_t)c.blocks * c.block;
+  dfsel_inputs in{};
+  in.logits = make_matrix(d.logits.data(), c.logits_t, c.V, n_tokens, d.logits_nb1);
+  in.hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
+  in.anchors = d.anchors.data();
+  in.n_blocks = c.blocks;
+  return in;
+}
+
 dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1) {
   return dfsel_tensor_2d(data, t, ne0, ne1, nb1);
 }
