@@ -5,7 +5,10 @@
 namespace dfsel {
 
 void RunBuffers::add(const char* name, const void* p, size_t bytes, size_t align, bool written, bool required) {
-  if (n_ == kMax) return;  // a plan kind lists a fixed number of buffers, well below kMax
+  if (n_ == kMax) {  // a plan kind lists a fixed number of buffers, well below kMax
+    overflowed_ = true;
+    return;
+  }
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);
   // A claim that wraps the address space cannot be backed; it is clamped so that it still
   // overlaps everything above it.
@@ -53,6 +56,8 @@ bool find_conflict(const RunBuffers& a, const RunBuffers& b, bool same, bool fir
 }  // namespace
 
 Status check_run_buffers(const RunBuffers& bufs) {
+  if (bufs.overflowed())
+    return fail(DFSEL_INTERNAL_ERROR, "a call listed more than %d buffers to check", RunBuffers::kMax);
   for (int i = 0; i < bufs.size(); ++i) {
     const RunBuffer& x = bufs[i];
     if (!x.ptr && x.required) return fail(DFSEL_INVALID_ARGUMENT, "%s is NULL", x.name);

@@ -32,11 +32,13 @@ class RunBuffers {
   // A validated 2-D tensor: ne[1] - 1 strides and one row, aligned to its element.
   void add_tensor(const char* name, const dfsel_tensor& t);
   int size() const { return n_; }
+  bool overflowed() const { return overflowed_; }  // a plan kind listed more than kMax
   const RunBuffer& operator[](int i) const { return b_[i]; }
 
  private:
   RunBuffer b_[kMax];
   int n_ = 0;
+  bool overflowed_ = false;
 };
 
 // The alignment a tensor of type t must have: its element's, or the f16 scale that starts
