@@ -6,7 +6,10 @@
 // report, or, when that would be too large, made wrong on purpose (a type, stride or shape the
 // API must refuse) and pointed at a buffer of a few bytes. The API must refuse every wrong
 // description before reading anything; a plan it accepts runs one step on the CPU backend and
-// its outputs are checked for what the header promises.
+// its outputs are checked for what the header promises. The run's own arguments are fuzzed as
+// much: n_blocks, temperature, p_min, seed, the inputs' shapes and strides, anchors, outputs
+// absent, strided, misaligned or placed over another buffer, the workspace under the anchors,
+// one plan twice in a group, and waits with any stream and limit.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cfloat>
@@ -248,7 +251,40 @@ dfsel_tensor make_tensor(FuzzedDataProvider& in, Arena& arena, const Claim& c, c
 struct Outputs {
   dfsel_outputs out{};
   bool sized = false;  // backed for the claimed n_blocks
+  bool hazard = false;  // a buffer misaligned or over another one: the run must be refused
 };
+
+// Now and then one buffer of the run made wrong on purpose: an output or the anchors moved off
+// their alignment, or an output (or the anchors, when the plan has a caller-owned workspace)
+// placed over another buffer the run touches. The API must refuse the run before writing.
+void add_hazard(FuzzedDataProvider& in, const dfsel_plan_desc& d, dfsel_inputs* inputs, Outputs* o) {
+  if (in.ConsumeIntegralInRange<int>(0, 7) != 0) return;
+  int32_t** ints[] = {&o->out.cand_ids, &o->out.path, &o->out.n_emitted};
+  float** floats[] = {&o->out.unary, &o->out.scores, &o->out.q, &o->out.packed};
+  void** slot = in.ConsumeBool() ? reinterpret_cast<void**>(ints[in.ConsumeIntegralInRange<int>(0, 2)])
+                                 : reinterpret_cast<void**>(floats[in.ConsumeIntegralInRange<int>(0, 3)]);
+  if (!*slot || (slot == reinterpret_cast<void**>(&o->out.q) && !(inputs->temperature > 0.0f))) return;
+  const void* over[] = {inputs->logits.data, inputs->hidden.data, inputs->anchors, d.e_prev.data, d.w_h.data,
+                        o->out.path, o->out.n_emitted};
+  switch (in.ConsumeIntegralInRange<int>(0, 2)) {
+    case 0:  // misaligned: every output holds int32 or float
+      *slot = static_cast<uint8_t*>(*slot) + in.ConsumeIntegralInRange<int>(1, 3);
+      break;
+    case 1: {  // over another buffer of the run
+      const void* target = over[in.ConsumeIntegralInRange<size_t>(0, 6)];
+      if (!target || target == *slot) return;
+      *slot = const_cast<void*>(target);
+      break;
+    }
+    default:  // the anchors inside a caller-owned workspace, which the run writes
+      if (!d.workspace || !inputs->anchors || inputs->n_blocks < 1 || d.workspace_bytes < (size_t)inputs->n_blocks * 4)
+        return;
+      std::memcpy(d.workspace, inputs->anchors, (size_t)inputs->n_blocks * 4);
+      inputs->anchors = static_cast<const int32_t*>(d.workspace);
+      break;
+  }
+  o->hazard = true;
+}
 
 Outputs make_outputs(FuzzedDataProvider& in, Arena& arena, const dfsel_plan_desc& d, int32_t n_blocks) {
   Outputs o;
@@ -335,7 +371,8 @@ void run_plan(FuzzedDataProvider& in, Arena& arena, dfsel_plan* plan, const dfse
       a[b] = pick<int32_t>(in, 0, int32_t(c.n_vocab - 1), {-1, int32_t(c.n_vocab), int32_t(kI32Max), INT32_MIN});
     inputs.anchors = a;
   }
-  const Outputs o = make_outputs(in, arena, d, inputs.n_blocks);
+  Outputs o = make_outputs(in, arena, d, inputs.n_blocks);
+  if (o.sized) add_hazard(in, d, &inputs, &o);
 
   dfsel_status s;
   if (in.ConsumeBool()) {
@@ -347,6 +384,7 @@ void run_plan(FuzzedDataProvider& in, Arena& arena, dfsel_plan* plan, const dfse
   expect(dfsel_plan_last_error(plan) != nullptr, "no last error");
   if (s == DFSEL_SUCCESS) {
     expect(o.sized, "a run with n_blocks outside [1, max_blocks] succeeded");
+    expect(!o.hazard, "a run with a misaligned or overlapping buffer succeeded");
     expect(dfsel_plan_check(plan, nullptr) == DFSEL_SUCCESS, "check after a good run failed");
     expect(dfsel_plan_wait(plan, nullptr, (int64_t)in.ConsumeIntegral<int32_t>()) == DFSEL_SUCCESS,
            "a bounded wait after a good run failed");
@@ -360,6 +398,13 @@ void run_plan(FuzzedDataProvider& in, Arena& arena, dfsel_plan* plan, const dfse
   expect(dfsel_run_group(0, &plan, &inputs, &o.out, nullptr) == DFSEL_INVALID_ARGUMENT, "n = 0 passed");
   dfsel_plan* none = nullptr;
   expect(dfsel_run_group(1, &none, &inputs, &o.out, nullptr) == DFSEL_INVALID_ARGUMENT, "plans[0] NULL passed");
+  dfsel_plan* twice[2] = {plan, plan};
+  const dfsel_inputs ins[2] = {inputs, inputs};
+  const dfsel_outputs outs[2] = {o.out, o.out};
+  expect(dfsel_run_group(2, twice, ins, outs, nullptr) == DFSEL_INVALID_ARGUMENT, "one plan twice in a group passed");
+  // A CPU plan has no stream and no device work: any stream, any limit, no wait.
+  void* stream = reinterpret_cast<void*>(in.ConsumeIntegral<uintptr_t>());
+  expect(dfsel_plan_wait(plan, stream, in.ConsumeIntegral<int64_t>()) == DFSEL_SUCCESS, "a wait on a CPU plan failed");
 }
 
 }  // namespace

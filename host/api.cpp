@@ -62,6 +62,7 @@ const char* dfsel_status_string(dfsel_status status) {
     case DFSEL_NO_DEVICE: return "no CUDA device";
     case DFSEL_INTERNAL_ERROR: return "internal error";
     case DFSEL_TIMEOUT: return "timed out";
+    case DFSEL_BUSY: return "the plan is in use by another call (one call at a time per plan)";
   }
   return "unknown status";
 }
@@ -120,6 +121,9 @@ dfsel_status dfsel_plan_create(const dfsel_plan_desc* desc, dfsel_plan** plan, c
 }
 
 dfsel_status dfsel_plan_destroy(dfsel_plan* plan) {
+  if (!plan) return DFSEL_SUCCESS;
+  // A plan that another thread is running is left alive rather than freed under that call.
+  if (!plan->in_use.try_claim()) return DFSEL_BUSY;
   delete plan;
   return DFSEL_SUCCESS;
 }
@@ -134,9 +138,12 @@ const char* dfsel_plan_last_error(const dfsel_plan* plan) {
 
 dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                              void* const* streams) {
+  if (!plans || n <= 0) return guarded("the run", [&] { return dfsel::run_group(n, plans, in, out, streams); }).code;
+  // A plan another thread holds is refused and its message left alone: it is that call's.
+  const dfsel::PlanClaims<dfsel_plan> claims(n, plans);
+  if (!claims.ok()) return DFSEL_BUSY;
   const Status s = guarded("the run", [&] { return dfsel::run_group(n, plans, in, out, streams); });
-  if (plans && n > 0)
-    for (int i = 0; i < n; ++i) record(plans[i], s);
+  for (int i = 0; i < n; ++i) record(plans[i], s);
   return s.code;
 }
 
@@ -152,6 +159,8 @@ dfsel_status dfsel_plan_check(dfsel_plan* plan, void* stream) {
 
 dfsel_status dfsel_plan_wait(dfsel_plan* plan, void* stream, int64_t timeout_ms) {
   if (!plan) return DFSEL_INVALID_ARGUMENT;
+  const dfsel::PlanClaims<dfsel_plan> claim(1, &plan);
+  if (!claim.ok()) return DFSEL_BUSY;
   return record(plan, guarded("the wait", [&] { return dfsel::wait_plan(plan, stream, timeout_ms); }));
 }
 

@@ -41,7 +41,8 @@ step configure cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Relea
   -DDFSEL_BUILD_EXAMPLES=OFF -DDFSEL_BUILD_BENCH=ON || exit 1
 step build cmake --build "$build" -j"$jobs" --target dfsel_shared || exit 1
 lib=$build/host/libdfsel.so
-step install "$py" -m pip install --no-deps --no-index --target "$tmp/site" "$root/python" || exit 1
+# The library just built is bundled (DFSEL_LIBRARY), rather than built again by the package.
+step install env DFSEL_LIBRARY="$lib" "$py" -m pip install --no-deps --no-index --target "$tmp/site" "$root/python" || exit 1
 
 export DFSEL_LIBRARY=$lib DFSEL_TEST_PACKAGE_DIR=$tmp/site DFSEL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0
 pytest_rc=0

@@ -10,6 +10,8 @@ if [ $# -ne 1 ]; then
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
+# The consumers ask find_package for the version the header says (MAJOR.MINOR), as the README does.
+wanted=$("$root/scripts/version.sh" | cut -d. -f1,2)
 build=$(cd "$1" && pwd)
 if [ -d /usr/local/cuda/bin ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
 gen=()
@@ -24,7 +26,7 @@ cmake --install "$build" --prefix "$work/prefix" >"$work/install.log" || {
 }
 
 echo "check-consumers: find_package(dfsel) from a C program"
-cmake -S "$root/tests/consumers/find_package" -B "$work/find_package" "${gen[@]}" \
+cmake -S "$root/tests/consumers/find_package" -B "$work/find_package" "${gen[@]}" -DDFSEL_VERSION_WANTED="$wanted" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/fp.log" || {
   cat "$work/fp.log"
   exit 1

@@ -9,6 +9,8 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
+# The consumers ask find_package for the version the header says (MAJOR.MINOR), as the README does.
+wanted=$("$root/scripts/version.sh" | cut -d. -f1,2)
 build=$(cd "$1" && pwd)
 ggml_prefix=$(cd "$2" && pwd)
 gen=()
@@ -22,7 +24,7 @@ cmake --install "$build" --prefix "$work/prefix" >"$work/install.log" || {
   exit 1
 }
 echo "check-ggml-consumer: find_package(dfsel COMPONENTS ggml) next to find_package(ggml)"
-cmake -S "$root/tests/consumers/ggml" -B "$work/ggml" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$root/tests/consumers/ggml" -B "$work/ggml" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DDFSEL_VERSION_WANTED="$wanted" \
   -DCMAKE_PREFIX_PATH="$work/prefix;$ggml_prefix" >"$work/configure.log" || {
   cat "$work/configure.log"
   exit 1

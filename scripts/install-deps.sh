@@ -5,14 +5,20 @@
 #   scripts/install-deps.sh         cmake, ninja, g++, GoogleTest, Google Benchmark, and
 #                                   python3 with NumPy, pytest and pip (the Python package's tests)
 #   scripts/install-deps.sh --ci    and clang with libFuzzer's runtime (.ci/run's fuzz stage)
+#   scripts/install-deps.sh --dry-run   says what it would install and checks Python, installs nothing
 # Runs apt-get through sudo when not root. The CUDA Toolkit and NCCL come from NVIDIA's
 # repository (README, Prerequisites); without nvcc the build is the CPU backend alone.
+# Debian's NumPy and pytest serve Debian's /usr/bin/python3 only: the Python that the tests
+# will run on ($PYTHON, else python3 on PATH, which may be a pyenv, conda or venv one) is
+# checked for them last, and what to do is said when it lacks them.
 set -euo pipefail
 ci=0
+dry=0
 for a in "$@"; do
   case $a in
     --ci) ci=1 ;;
-    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+    --dry-run) dry=1 ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -42,7 +48,9 @@ if [ $ci = 1 ]; then
   fuzzer_works || need+=(libclang-rt-dev)
 fi
 
-if [ ${#need[@]} -gt 0 ]; then
+if [ ${#need[@]} -gt 0 ] && [ $dry = 1 ]; then
+  echo "install-deps: would install ${need[*]}"
+elif [ ${#need[@]} -gt 0 ]; then
   command -v apt-get >/dev/null || { echo "install-deps: missing ${need[*]}, and apt-get is not here to install them" >&2; exit 1; }
   sudo=()
   if [ "$(id -u)" != 0 ]; then
@@ -68,4 +76,26 @@ if [ "$major" -lt 3 ] || { [ "$major" -eq 3 ] && [ "$minor" -lt 24 ]; }; then
 fi
 if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "install-deps: no nvcc: the build will be the CPU backend only (README: CUDA Toolkit 13)"
+fi
+
+# The Python the tests will use, and what it lacks of what they import.
+python=${PYTHON:-$(command -v python3 || true)}
+if [ -z "$python" ]; then
+  echo "install-deps: no python3 on PATH; the Python tests run on Debian's: /usr/bin/python3 -m pytest tests/python"
+else
+  missing=()
+  for mod in numpy pytest; do
+    "$python" -c "import $mod" >/dev/null 2>&1 || missing+=("$mod")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    version=$("$python" -c 'import sys; print("Python %d.%d.%d" % sys.version_info[:3])' 2>/dev/null || echo "version unknown")
+    echo "install-deps: the Python the tests would use, $python ($version), lacks: ${missing[*]}" >&2
+    if [ "$(readlink -f "$python")" = "$(readlink -f /usr/bin/python3 2>/dev/null)" ]; then
+      echo "install-deps:   it is Debian's: apt-get install python3-numpy python3-pytest (this script does it without --dry-run)" >&2
+    else
+      echo "install-deps:   it is not Debian's /usr/bin/python3, which this script provides for. Either install them" >&2
+      echo "install-deps:   there ($python -m pip install ${missing[*]}), or run the tests with Debian's:" >&2
+      echo "install-deps:   /usr/bin/python3 -m pytest tests/python (as .ci/run does)" >&2
+    fi
+  fi
 fi

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/common/numeric.cuh"
+#include "support/one_plan.h"
 #include "support/problem.h"
 
 namespace dfsel::test {
@@ -93,52 +94,20 @@ TEST(ApiGroup, ACallThatNamesNoPlanChangesNoPlansRecord) {
   EXPECT_NE(std::string(dfsel_plan_last_error(s.plans[0])).find("NULL"), std::string::npos);
 }
 
-// A CPU plan of c's selector on data d, replicated codebooks, owning ids [v_begin, v_end).
-dfsel_plan_desc cpu_desc(const Case& c, const Data& d, int32_t rank, int32_t n_ranks, int64_t v_begin, int64_t v_end) {
-  const size_t cb_row = row_bytes(c.cb_t, c.R);
-  dfsel_plan_desc desc{};
-  desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, 1.0f, 0.0f, c.blocks};
-  desc.shard = dfsel_shard{rank, n_ranks, v_begin, v_end};
-  desc.backend = DFSEL_BACKEND_CPU;
-  desc.e_prev = make_matrix(d.e_prev.data(), c.cb_t, c.R, c.V, cb_row);
-  desc.e_next = make_matrix(d.e_next.data(), c.cb_t, c.R, c.V, cb_row);
-  desc.w_h = make_matrix(d.w_h.data(), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
-  return desc;
-}
-
 // One plan, outputs placed by hand so that two of them share memory.
-class Aliasing : public testing::Test {
+class Aliasing : public OnePlan {
  protected:
   void SetUp() override {
     c.V = 300;
-    d = make_data(c, 7);
-    const int64_t n_tokens = (int64_t)c.blocks * c.block;
-    desc = cpu_desc(c, d, 0, 1, 0, c.V);
-    char msg[256];
-    ASSERT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-    in.logits = make_matrix(d.logits.data(), c.logits_t, c.V, n_tokens, d.logits_nb1);
-    in.hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
-    in.anchors = d.anchors.data();
-    in.n_blocks = c.blocks;
+    describe(7);
+    create();
     nd = (size_t)c.blocks * (c.block - 1);
     buf.assign(nd * c.K * c.K * 8, 0);
     out.path = reinterpret_cast<int32_t*>(buf.data());
     out.n_emitted = out.path + nd;
     out.scores = reinterpret_cast<float*>(out.n_emitted + c.blocks);
   }
-  void TearDown() override { dfsel_plan_destroy(plan); }
 
-  std::string refused() {
-    EXPECT_EQ(dfsel_plan_run(plan, &in, &out, nullptr), DFSEL_INVALID_ARGUMENT);
-    return dfsel_plan_last_error(plan);
-  }
-
-  Case c;
-  Data d;
-  dfsel_plan_desc desc{};
-  dfsel_plan* plan = nullptr;
-  dfsel_inputs in{};
-  dfsel_outputs out{};
   size_t nd = 0;
   std::vector<int32_t> buf;
 };

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -108,9 +109,9 @@ TEST(ToolCli, ImpossibleProblemsAreRefusedBeforeAllocating) {
       {"--blocks 1000000", "needs about"},
       {"--vocab 99999999999999999999", "--vocab"},
       {"--block-size 1024 --blocks 100", "needs about"},
-      {"--block-size 1", "block_size = 1"},
-      {"--top-k 100", "top_k = 100"},
-      {"--rank 100 --codebook-type q8_0", "multiple of 32"},
+      {"--block-size 1", "--block-size = 1"},
+      {"--top-k 100", "--top-k = 100"},
+      {"--rank 100 --codebook-type q8_0", "--codebook-type q8_0 but --rank = 100 is not a multiple of 32"},
   };
   for (const auto& c : cases) {
     const CliRun r = run(std::string(c.first) + " --steps 1");
@@ -121,18 +122,27 @@ TEST(ToolCli, ImpossibleProblemsAreRefusedBeforeAllocating) {
 }
 
 // Numbers that atoi / atof read in part ran a different problem; now the command refuses them.
-TEST(ToolCli, NumbersThatDoNotParseWholeAreRefused) {
+// A value the library refuses is as bad a request (exit 2, once 1) and names the flag, not the
+// C API's field (once config.top_k); a bound prints as a person reads it (once
+// 1000000000000000019884624838656.000000).
+TEST(ToolCli, BadRequestsExit2AndNameTheFlag) {
   const std::pair<const char*, const char*> cases[] = {
       {"--top-k 1e3", "--top-k takes a whole number, not '1e3'"},
       {"--temperature 0,8", "--temperature takes a number such as 0.8, not '0,8'"},
       {"--vocab 12abc", "--vocab takes a whole number, not '12abc'"},
       {"--seed abc", "--seed takes a whole number >= 0, not 'abc'"},
       {"--vocab --steps 1", "--vocab needs a value"},
+      {"--top-k 100", "dfsel: --top-k = 100 must be in [1, 64]"},
+      {"--block-size 1025", "dfsel: --block-size = 1025 must be in [2, 1024]"},
+      {"--rank 2000", "dfsel: --rank = 2000 must be in [1, 1024]"},
+      {"--temperature 1e31", "dfsel: --temperature = 1e31 is outside [0, 1e+30]"},
   };
   for (const auto& c : cases) {
     const CliRun r = run(std::string(c.first) + " --backend cpu --embd 64 --steps 1");
     EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
     EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+    EXPECT_EQ(r.output.find("config."), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("000000"), std::string::npos) << r.output;
   }
 }
 
@@ -223,14 +233,39 @@ TEST(ToolCli, AFifoAsTheDraftIsRefused) {
   EXPECT_NE(r.output.find("a FIFO, not a regular file"), std::string::npos) << r.output;
 }
 
+// A draft whose own sizes the library refuses is the file's fault: named with the file and
+// its key, exit 1 like any other bad file.
+TEST(ToolCli, ADraftsOutOfRangeSizeNamesTheFile) {
+  dfsel::test::DraftOptions o;
+  o.block_size = 5000;
+  const dfsel::test::Draft d = dfsel::test::make_draft(o);
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("long_blocks.gguf");
+  ASSERT_TRUE(dfsel::test::write_file(path, d.bytes));
+  const CliRun r = run("--backend cpu --gguf " + path + " --steps 1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(path + ": dflash.block_size = 5000 must be in [2, 1024]"), std::string::npos) << r.output;
+}
+
 TEST(ToolWriteDraft, RefusesDraftsTheReaderRejects) {
   const std::pair<const char*, const char*> cases[] = {
       {"--vocab 8 --top-k 16", "--top-k 16 is larger than --vocab 8"},
       {"--embd 64 --hidden-type q6_k", "--embd to be a multiple of 256"},
       {"--rank 16 --codebook-type q8_0", "--rank to be a multiple of 32"},
+      // These used to die of SIGFPE, write a 17 GB file, abort on std::bad_alloc, or write a
+      // draft that dfsel then refused.
+      {"--alignment 0", "--alignment = 0 is outside [1, 1048576]"},
+      {"--alignment -8", "--alignment = -8 is outside"},
+      {"--vocab 1e12", "--vocab takes a whole number, not '1e12'"},
+      {"--vocab 1000000000000", "--vocab = 1000000000000 is outside [1, 2147483647]"},
+      {"--top-k 65 --vocab 100", "dfsel would refuse this draft: --top-k = 65 must be in [1, 64]"},
+      {"--version 4", "version 4 at byte 4 is not supported"},
+      {"--alignment 3", "is not a power of two"},
+      {"--block 5000", "--block = 5000 must be in [2, 1024]"},
   };
   const std::string out = testing::TempDir() + "refused.gguf";
   for (const auto& c : cases) {
+    std::remove(out.c_str());
     const std::string cmd = std::string(DFSEL_WRITE_DRAFT_BIN) + " " + out + " " + c.first + " 2>&1";
     std::FILE* p = popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
@@ -241,6 +276,7 @@ TEST(ToolWriteDraft, RefusesDraftsTheReaderRejects) {
     const int st = pclose(p);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << c.first << ": " << text;
     EXPECT_NE(text.find(c.second), std::string::npos) << c.first << ": " << text;
+    EXPECT_NE(access(out.c_str(), F_OK), 0) << c.first << ": a refused draft was left on disk";
   }
 }
 

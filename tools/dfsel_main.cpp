@@ -71,11 +71,14 @@ int main(int argc, char** argv) {
   pb.temperature = o.temperature;
   pb.p_min = o.p_min;
 
+  // Exit status 2: the request is invalid (a flag, a value, a combination); 1: it could not
+  // run here (a file, memory, a device).
   std::string err;
   dfsel::tools::Runner runner;
-  if (!runner.setup(pb, &err)) {
+  bool bad_request = false;
+  if (!runner.setup(pb, &err, &bad_request)) {
     std::fprintf(stderr, "dfsel: %s\n", err.c_str());
-    return 1;
+    return bad_request ? 2 : 1;
   }
   const dfsel::tools::Problem& q = runner.problem();
   std::printf("dfsel %d.%d.%d  backend %s  V=%" PRId64 " R=%d K=%d block=%d blocks=%d shards=%d%s  logits %s  codebooks %s %s\n",

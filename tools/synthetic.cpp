@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "field_names.h"
 #include "kernels/common/numeric.cuh"
 
 #if defined(DFSEL_WITH_CUDA)
@@ -30,6 +31,25 @@ double available_bytes() {
 }
 
 double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
+// The fields of a description as the command's user set them: a flag, or a draft's key.
+constexpr FieldName kFlags[] = {
+    {"config.n_vocab", "--vocab"},        {"config.n_embd", "--embd"},      {"config.codebook_rank", "--rank"},
+    {"config.top_k", "--top-k"},          {"config.block_size", "--block-size"}, {"config.max_blocks", "--blocks"},
+    {"shard.n_ranks", "--shards"},        {"n_threads", "--threads"},      {"inputs.temperature", "--temperature"},
+    {"inputs.p_min", "--p-min"},          {"e_prev is Q8_0 but ne[0]", "--codebook-type q8_0 but --rank"}};
+constexpr FieldName kDraftKeys[] = {
+    {"config.n_vocab", "the draft's vocabulary (rows of selector_predecessor.weight)"},
+    {"config.n_embd", "dflash.embedding_length"}, {"config.codebook_rank", "dflash.selector_rank"},
+    {"config.top_k", "dflash.selector_top_k"},    {"config.block_size", "dflash.block_size"}};
+
+// A refusal of the library in the user's words; one about a draft's own keys names the file
+// (*about_draft).
+std::string in_users_words(const Problem& p, const char* msg, bool* about_draft) {
+  const std::string keys = p.gguf.empty() ? msg : rename_fields(msg, kDraftKeys);
+  *about_draft = keys != msg;
+  return *about_draft ? printable(p.gguf.c_str()) + ": " + keys : rename_fields(msg, kFlags);
+}
 
 }  // namespace
 
@@ -129,14 +149,18 @@ dfsel_plan_desc describe(const Problem& p, int s, bool cuda, int dev, const void
 // Validation first, through the library (dfsel_workspace_size judges every description by
 // the rules plan creation applies), then the memory the problem needs against what the
 // machine has: a request that cannot run is refused before anything is allocated.
-bool Runner::setup(const Problem& problem, std::string* err) {
+bool Runner::setup(const Problem& problem, std::string* err, bool* bad_request) {
   Impl& m = *impl_;
   m.p = problem;
+  bool unused;
+  if (!bad_request) bad_request = &unused;
+  *bad_request = false;
   const bool weights_loaded = !m.p.gguf.empty();
   if (weights_loaded && !load_gguf(&m.p, &m.h, stdout, err)) return false;
   const Problem& p = m.p;
   if (p.shards < 1 || p.blocks < 1) {
     *err = "--shards and --blocks must be at least 1";
+    *bad_request = true;
     return false;
   }
   int n_gpus = 0;
@@ -149,8 +173,13 @@ bool Runner::setup(const Problem& problem, std::string* err) {
     const dfsel_plan_desc d = describe(p, s, m.cuda, spread ? s : 0, stand_in, stand_in, stand_in);
     size_t ws = 0;
     char msg[512] = "";
-    if (dfsel_workspace_size(&d, &ws, msg, sizeof msg) != DFSEL_SUCCESS) {
-      *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + msg : std::string(msg);
+    const dfsel_status st = dfsel_workspace_size(&d, &ws, msg, sizeof msg);
+    if (st != DFSEL_SUCCESS) {
+      bool about_draft = false;
+      const std::string why = in_users_words(p, msg, &about_draft);
+      *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + why : why;
+      // Values the flags gave that no machine could run; a draft's own are the file's fault.
+      *bad_request = st == DFSEL_INVALID_ARGUMENT && !about_draft;
       return false;
     }
     // The CPU backend also keeps W_h widened to floats.

@@ -49,8 +49,9 @@ class Runner {
   Runner();
   ~Runner();
   // Validates the problem through the library's own rules and checks that it fits in memory
-  // before allocating anything; false with err set otherwise.
-  bool setup(const Problem& p, std::string* err);
+  // before allocating anything; false with err set otherwise, and *bad_request (may be NULL)
+  // true when the request itself is invalid (a flag's value), false when it could not run here.
+  bool setup(const Problem& p, std::string* err, bool* bad_request = nullptr);
   bool step(double* us, std::string* err);  // one selector step, timed
   void results(std::vector<int32_t>* path, std::vector<int32_t>* n_emitted) const;
   int32_t anchor(int b) const;

@@ -11,6 +11,8 @@
 #include "host/backend/backend.h"
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
+#include "host/plan/one_call.h"
+#include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
 
@@ -23,8 +25,10 @@ struct StepScratch {
   std::vector<RankSummary> summaries;
   std::vector<int> order;
   std::vector<StepRank> ranks;
+  std::vector<RunBuffers> buffers;  // what each plan of a group call touches
   void size_for(int n) {
     outs.resize(n);
+    buffers.resize(n);
     summaries.resize(n);
     order.resize(n);
     ranks.resize(n);
@@ -40,6 +44,7 @@ struct dfsel_plan {
   std::unique_ptr<dfsel::Backend> backend;
   std::unique_ptr<dfsel::Exchange> exchange;
   std::string last_error;
+  dfsel::OneCall in_use;         // held by the call on this plan now, if any (dfsel.h: threads)
   dfsel::StepScratch scratch;  // host scratch of the steps this plan leads (run_group)
 };
 

@@ -46,8 +46,14 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
   if (!plans) return fail(DFSEL_INVALID_ARGUMENT, "plans is NULL");
   if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
   if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
-  for (int i = 0; i < n; ++i)
+  for (int i = 0; i < n; ++i) {
     if (!plans[i]) return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] is NULL", i);
+    // One plan twice would select into one send buffer twice and exchange with itself.
+    for (int j = 0; j < i; ++j)
+      if (plans[j] == plans[i])
+        return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] and plans[%d] are the same plan; a plan may appear once in a group",
+                    j, i);
+  }
   StepScratch& sc = plans[0]->scratch;
   sc.size_for(n);  // allocates only the first time a group of n plans runs
   std::vector<dfsel_outputs>& outs = sc.outs;
@@ -60,7 +66,7 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
     }
     outs[i].packed_row_stride = packed_stride(outs[i].packed_row_stride, plans[i]->shape.n_embd);
   }
-  if (n > 1) DFSEL_TRY(validate_group_aliasing(n, plans, in, outs.data()));
+  if (n > 1) DFSEL_TRY(validate_group_aliasing(n, plans, in, outs.data(), sc.buffers.data()));
   DFSEL_TRY(check_step(n, plans, in, sc.summaries.data()));
   auto stream_of = [&](int i) { return streams ? streams[i] : nullptr; };
   // A communicator that has reported an error would fail or hang the all-gather: refuse first.

@@ -31,8 +31,9 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   if (exact_ne1 ? t.ne[1] != ne1_min : t.ne[1] < ne1_min)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[1] = %" PRId64 ", expected %s%" PRId64, name, t.ne[1],
                 exact_ne1 ? "" : "at least ", ne1_min);
-  if ((t.ne[2] != 1 && t.ne[2] != 0) || (t.ne[3] != 1 && t.ne[3] != 0))
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[2..3] = {%" PRId64 ", %" PRId64 "}, expected 1", name,
+  // A 2-D view: the outer axes hold one element each (0 would be an empty tensor).
+  if (t.ne[2] != 1 || t.ne[3] != 1)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[2..3] = {%" PRId64 ", %" PRId64 "}, expected {1, 1}", name,
                 t.ne[2], t.ne[3]);
   if (t.type == DFSEL_TYPE_Q8_0 && ne0 % kQ8Block != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s is Q8_0 but ne[0] = %" PRId64 " is not a multiple of 32",
@@ -59,73 +60,38 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
       span > (size_t)PTRDIFF_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "%s spans more than 2^63 bytes: ne[1] = %" PRId64 " rows of nb[1] = %zu bytes",
                 name, t.ne[1], t.nb[1]);
-  if (reinterpret_cast<uintptr_t>(t.data) % (t.type == DFSEL_TYPE_F32 ? 4 : 2) != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.data = %p is not aligned to its element", name, t.data);
   return Status::success();
 }
 
-// Bytes [begin, end) of one buffer a run reads or writes.
-struct Span {
-  const char* name;
-  uintptr_t begin, end;
-};
-
-Span span_of(const char* name, const void* p, size_t bytes) {
-  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
-  return Span{name, b, p ? b + bytes : b};
-}
-
-// A validated matrix's bytes: ne[1] - 1 strides and one row.
-Span matrix_span(const char* name, const dfsel_tensor& t) {
-  return span_of(name, t.data, (size_t)(t.ne[1] - 1) * t.nb[1] + row_bytes(t.type, t.ne[0]));
-}
-
-bool overlap(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
-
-constexpr int kOutputs = 7, kReads = 7;
-
-// The bytes a run of plan writes (outs) and reads (reads), as dfsel.h counts them.
-void run_spans(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_outputs& out, Span* outs, Span* reads) {
+// Everything a run of plan reads and writes, as dfsel.h counts it: the outputs (path and
+// n_emitted required; q only when sampling), the inputs, the weights and a caller-owned
+// workspace, which the run writes.
+void list_run_buffers(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_outputs& out, RunBuffers* bufs) {
   const PlanShape& sh = plan.shape;
   const size_t nd = (size_t)in.n_blocks * sh.L, k = (size_t)sh.k;
   const size_t n_tokens = (size_t)in.n_blocks * sh.block_size;
   const size_t stride = packed_stride(out.packed_row_stride, sh.n_embd);
-  outs[0] = span_of("outputs.cand_ids", out.cand_ids, nd * k * 4);
-  outs[1] = span_of("outputs.unary", out.unary, nd * k * 4);
-  outs[2] = span_of("outputs.scores", out.scores, nd * k * k * 4);
-  outs[3] = span_of("outputs.q", in.temperature > 0.0f ? out.q : nullptr, nd * k * 4);
-  outs[4] = span_of("outputs.path", out.path, nd * 4);
-  outs[5] = span_of("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4);
-  outs[6] = span_of("outputs.packed", out.packed, out.packed ? (n_tokens - 1) * stride + (size_t)sh.n_embd * 4 : 0);
-  const dfsel_plan_desc& d = plan.desc;
-  reads[0] = matrix_span("inputs.logits", in.logits);
-  reads[1] = matrix_span("inputs.hidden", in.hidden);
-  reads[2] = span_of("inputs.anchors", in.anchors, (size_t)in.n_blocks * 4);
-  reads[3] = matrix_span("e_prev", d.e_prev);
-  reads[4] = matrix_span("e_next", d.e_next);
-  reads[5] = matrix_span("w_h", d.w_h);
-  reads[6] = span_of("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0);
-}
-
-// dfsel.h: outputs overlap neither each other, nor the inputs, the weights or the workspace.
-Status check_aliasing(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_outputs& out) {
-  Span outs[kOutputs], reads[kReads];
-  run_spans(plan, in, out, outs, reads);
-  for (int i = 0; i < kOutputs; ++i) {
-    if (outs[i].begin == outs[i].end) continue;
-    for (int j = i + 1; j < kOutputs; ++j)
-      if (overlap(outs[i], outs[j]))
-        return fail(DFSEL_INVALID_ARGUMENT, "%s (%p) and %s (%p) overlap; outputs must not share memory", outs[i].name,
-                    (void*)outs[i].begin, outs[j].name, (void*)outs[j].begin);
-    for (const Span& r : reads)
-      if (overlap(outs[i], r))
-        return fail(DFSEL_INVALID_ARGUMENT, "%s (%p) overlaps %s (%p); outputs must not share memory with what a run reads",
-                    outs[i].name, (void*)outs[i].begin, r.name, (void*)r.begin);
-  }
-  return Status::success();
+  bufs->add("outputs.cand_ids", out.cand_ids, nd * k * 4, 4, true);
+  bufs->add("outputs.unary", out.unary, nd * k * 4, 4, true);
+  bufs->add("outputs.scores", out.scores, nd * k * k * 4, 4, true);
+  bufs->add("outputs.q", in.temperature > 0.0f ? out.q : nullptr, nd * k * 4, 4, true);
+  bufs->add("outputs.path", out.path, nd * 4, 4, true, true);
+  bufs->add("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4, 4, true, true);
+  bufs->add("outputs.packed", out.packed, out.packed ? (n_tokens - 1) * stride + (size_t)sh.n_embd * 4 : 0, 4, true);
+  bufs->add_tensor("inputs.logits", in.logits);
+  bufs->add_tensor("inputs.hidden", in.hidden);
+  bufs->add("inputs.anchors", in.anchors, (size_t)in.n_blocks * 4, 4, false, true);
+  list_plan_buffers(plan.desc, bufs);
 }
 
 }  // namespace
+
+void list_plan_buffers(const dfsel_plan_desc& d, RunBuffers* bufs) {
+  bufs->add_tensor("e_prev", d.e_prev);
+  bufs->add_tensor("e_next", d.e_next);
+  bufs->add_tensor("w_h", d.w_h);
+  bufs->add("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0, 1, true);
+}
 
 Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
@@ -180,6 +146,9 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d must be 0 (every core) or a thread count", desc->n_threads);
   if (desc->workspace && desc->workspace_bytes == 0)
     return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
+  RunBuffers bufs;
+  list_plan_buffers(*desc, &bufs);
+  DFSEL_TRY(check_run_buffers(bufs));
   if (shape) {
     shape->k = c.top_k;
     shape->R = c.codebook_rank;
@@ -207,13 +176,10 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_
   const int64_t n_tokens = (int64_t)in->n_blocks * sh.block_size;
   DFSEL_TRY(check_matrix("inputs.logits", in->logits, false, sh.v_end - sh.v_begin, n_tokens, false));
   DFSEL_TRY(check_matrix("inputs.hidden", in->hidden, false, sh.n_embd, n_tokens, false));
-  if (!in->anchors) return fail(DFSEL_INVALID_ARGUMENT, "inputs.anchors is NULL");
   if (!std::isfinite(in->temperature))
     return fail(DFSEL_INVALID_ARGUMENT, "inputs.temperature = %g must be finite", in->temperature);
   if (!(in->p_min >= 0.0f && in->p_min <= 1.0f))
     return fail(DFSEL_INVALID_ARGUMENT, "inputs.p_min = %g must be in [0, 1]", in->p_min);
-  if (!out->path) return fail(DFSEL_INVALID_ARGUMENT, "outputs.path is NULL");
-  if (!out->n_emitted) return fail(DFSEL_INVALID_ARGUMENT, "outputs.n_emitted is NULL");
   if (out->packed) {
     if (sh.n_embd < (int64_t)sh.k + (int64_t)sh.k * sh.k)
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed needs n_embd >= K + K*K = %d, config.n_embd = %" PRId64,
@@ -223,31 +189,18 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed_row_stride = %zu must be a multiple of 4 and at least n_embd * 4 = %zu",
                   out->packed_row_stride, (size_t)sh.n_embd * 4);
   }
-  return check_aliasing(plan, *in, *out);
+  RunBuffers bufs;
+  list_run_buffers(plan, *in, *out, &bufs);
+  return check_run_buffers(bufs);
 }
 
-Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out) {
-  for (int a = 0; a < n; ++a) {
-    Span outs_a[kOutputs], reads_a[kReads];
-    run_spans(*plans[a], in[a], out[a], outs_a, reads_a);
-    for (int b = 0; b < n; ++b) {
-      if (b == a) continue;
-      Span outs_b[kOutputs], reads_b[kReads];
-      run_spans(*plans[b], in[b], out[b], outs_b, reads_b);
-      for (const Span& w : outs_a) {
-        if (w.begin == w.end) continue;
-        for (const Span& x : outs_b)
-          if (b > a && overlap(w, x))
-            return fail(DFSEL_INVALID_ARGUMENT, "plans[%d]'s %s (%p) and plans[%d]'s %s (%p) overlap; the plans of a group "
-                        "must not share outputs", a, w.name, (void*)w.begin, b, x.name, (void*)x.begin);
-        for (const Span& r : reads_b)
-          if (overlap(w, r))
-            return fail(DFSEL_INVALID_ARGUMENT, "plans[%d]'s %s (%p) overlaps plans[%d]'s %s (%p); no plan of a group may "
-                        "write what another reads", a, w.name, (void*)w.begin, b, r.name, (void*)r.begin);
-      }
-    }
+Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
+                               RunBuffers* scratch) {
+  for (int i = 0; i < n; ++i) {
+    scratch[i] = RunBuffers();
+    list_run_buffers(*plans[i], in[i], out[i], &scratch[i]);
   }
-  return Status::success();
+  return check_group_buffers(n, scratch, "plans");
 }
 
 }  // namespace dfsel

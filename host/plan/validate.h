@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "host/plan/plan.h"
+#include "host/plan/run_buffers.h"
 #include "host/status.h"
 
 namespace dfsel {
@@ -20,9 +21,13 @@ int enum_value(const E& e) {
 }
 
 Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape);
+// What a plan itself holds for every run: its weights (read) and a caller-owned workspace
+// (written). Plan creation refuses a workspace over a weight by check_run_buffers on these.
+void list_plan_buffers(const dfsel_plan_desc& desc, RunBuffers* bufs);
 Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_outputs* out);
-// The plans of one group call (each already validated): no plan's outputs overlap another's
-// outputs or anything another reads (dfsel.h).
-Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out);
+// The plans of one group call (each already validated): no plan writes what another plan of
+// the call reads or writes (dfsel.h). scratch holds n lists.
+Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
+                               RunBuffers* scratch);
 
 }  // namespace dfsel

@@ -27,6 +27,25 @@
  * run touches: e.g. [cand_ids, cand_ids + n_blocks * L * K * 4), for a matrix its ne[1] - 1
  * strides and one row, outputs.q only when sampling.
  *
+ * What the library cannot see, the C caller guarantees: every non-NULL output points to at
+ * least the bytes dfsel_outputs lists for the run's n_blocks (a run of n_blocks <= max_blocks
+ * writes exactly those, from the start of each buffer), and a tensor's data holds the
+ * (ne[1] - 1) * nb[1] bytes plus one row that its view describes. What it can see it checks
+ * before anything is read or written: shapes and strides against the plan, every pointer
+ * aligned for the type it holds (4 bytes for int32 and float, 2 for F16, BF16 and quantised
+ * rows), required pointers not NULL, and the overlaps above. A caller-owned workspace is
+ * memory the plan writes: plan creation refuses one that overlaps e_prev, e_next or w_h, and
+ * a run refuses one that overlaps its inputs or outputs.
+ *
+ * Threads: a plan serves one call at a time. dfsel_plan_run, dfsel_run_group, dfsel_plan_check
+ * and dfsel_plan_wait claim every plan they name for their whole length; a call that names a
+ * plan another thread's call holds is refused with DFSEL_BUSY at once (nothing is read or
+ * written, no message is recorded, the other call goes on undisturbed). dfsel_plan_destroy of
+ * a plan in use returns DFSEL_BUSY and frees nothing. Different plans may run on different
+ * threads at the same time. dfsel_plan_last_error belongs to the thread whose call on the plan
+ * finished last: read it before the next call on that plan. A caller-owned workspace must not
+ * be shared by plans that may run at the same time (the library cannot see that).
+ *
  * The CPU backend copies W_h when the plan is created (it is the plan's weight, widened to
  * floats once); the codebooks are read in place at every run and must outlive the plan.
  */
@@ -62,7 +81,8 @@ typedef enum dfsel_status {
   DFSEL_FORMAT_ERROR = 7, /* a malformed file */
   DFSEL_NO_DEVICE = 8,    /* the CUDA backend was asked for and no GPU is present */
   DFSEL_INTERNAL_ERROR = 9,
-  DFSEL_TIMEOUT = 10      /* dfsel_plan_wait: the run had not completed when the time ran out */
+  DFSEL_TIMEOUT = 10,     /* dfsel_plan_wait: the run had not completed when the time ran out */
+  DFSEL_BUSY = 11         /* another call is using the plan at this moment (see Threads above) */
 } dfsel_status;
 
 /* Element types; the numbers are ggml's type ids. */

@@ -1,24 +1,90 @@
-"""The PEP 517 build backend of the dfsel package: a pure-Python wheel of dfsel/ (plus
-dfsel/libdfsel.so when one was copied there, which makes the wheel platform-specific).
-It imports only the standard library and asks for no build requirements, so pip builds it
-offline. PEP 660 editable installs are a .pth file naming this folder."""
+"""The PEP 517 build backend of the dfsel package: a wheel of dfsel/ with libdfsel.so inside.
+
+The library is, in this order: the file DFSEL_LIBRARY names; a libdfsel.so copied into
+dfsel/; or, inside the source tree, one built here with CMake (the CPU backend, and CUDA where
+nvcc is found; DFSEL_CMAKE_ARGS adds configure arguments, e.g. -DDFSEL_CUDA=OFF). Without any of
+them (an sdist alone) the wheel is pure Python and finds the library at run time (_loader.py).
+The wheel also carries the C header, which holds the version (dfsel/_version.py). Only the
+standard library is imported and no build requirement is asked for, so pip builds offline.
+PEP 660 editable installs are a .pth file naming this folder."""
 import base64
 import hashlib
+import importlib.util
 import io
 import os
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 import sysconfig
 import tarfile
+import tempfile
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TREE = os.path.dirname(ROOT)  # the source tree, when this is its python/ folder
 NAME = "dfsel"
 SUMMARY = "The DFlash2 candidate selector on a vocabulary split across GPUs (Python over libdfsel.so)"
+LIBRARY = "libdfsel.so"
+
+
+def _version_module():
+    spec = importlib.util.spec_from_file_location("_dfsel_version", os.path.join(ROOT, NAME, "_version.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _version():
-    with open(os.path.join(ROOT, NAME, "__init__.py")) as f:
-        return re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
+    return _version_module().__version__
+
+
+def _in_tree():
+    return os.path.exists(os.path.join(TREE, "CMakeLists.txt")) and os.path.exists(os.path.join(TREE, "host"))
+
+
+def _build_library(work):
+    """Builds libdfsel.so from the source tree into work and returns its path."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise RuntimeError("dfsel: building libdfsel.so needs CMake 3.24 or newer (scripts/install-deps.sh), or set "
+                           "DFSEL_LIBRARY to a libdfsel.so already built")
+    env = dict(os.environ)
+    if os.path.isdir("/usr/local/cuda/bin"):  # where the CUDA Toolkit puts nvcc (as scripts/build.sh)
+        env["PATH"] = "/usr/local/cuda/bin" + os.pathsep + env.get("PATH", "")
+    configure = [cmake, "-S", TREE, "-B", work, "-DCMAKE_BUILD_TYPE=Release", "-DDFSEL_BUILD_TESTS=OFF",
+                 "-DDFSEL_BUILD_BENCH=OFF", "-DDFSEL_BUILD_TOOLS=OFF", "-DDFSEL_BUILD_EXAMPLES=OFF",
+                 "-DDFSEL_INSTALL=OFF", "-DDFSEL_GGML=OFF"]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    configure += shlex.split(os.environ.get("DFSEL_CMAKE_ARGS", ""))
+    jobs = str(os.cpu_count() or 1)
+    for step in (configure, [cmake, "--build", work, "--target", "dfsel_shared", "-j", jobs]):
+        sys.stderr.write("dfsel: %s\n" % " ".join(step))
+        r = subprocess.run(step, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("dfsel: building libdfsel.so failed (%s):\n%s" % (" ".join(step), r.stdout[-4000:]))
+    return os.path.join(work, "host", LIBRARY)
+
+
+def _library(work):
+    """The libdfsel.so to bundle, or None for a pure-Python wheel."""
+    given = os.environ.get("DFSEL_LIBRARY")
+    if given:
+        path = os.path.join(given, LIBRARY) if os.path.isdir(given) else given
+        if not os.path.isfile(path):
+            raise RuntimeError("dfsel: DFSEL_LIBRARY=%s names no file" % given)
+        return path
+    copied = os.path.join(ROOT, NAME, LIBRARY)
+    if os.path.exists(copied):
+        return copied
+    return _build_library(work) if _in_tree() else None
+
+
+def _header():
+    """The header to bundle: the tree's, else the one an sdist carries in dfsel/."""
+    return _version_module().header_path()
 
 
 def _metadata():
@@ -27,9 +93,10 @@ def _metadata():
 
 
 def _package_files():
+    """The package's Python files and its header (the library comes from _library)."""
     pkg = os.path.join(ROOT, NAME)
-    names = sorted(n for n in os.listdir(pkg) if n.endswith(".py") or n == "libdfsel.so")
-    return [(os.path.join(pkg, n), "%s/%s" % (NAME, n)) for n in names]
+    names = sorted(n for n in os.listdir(pkg) if n.endswith(".py"))
+    return [(os.path.join(pkg, n), "%s/%s" % (NAME, n)) for n in names] + [(_header(), NAME + "/dfsel.h")]
 
 
 def _tag(files):
@@ -73,14 +140,30 @@ def get_requires_for_build_editable(config_settings=None):
     return []
 
 
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    """The dist-info alone, so that pip does not build the library to read the metadata."""
+    dist_info = "%s-%s.dist-info" % (NAME, _version())
+    os.makedirs(os.path.join(metadata_directory, dist_info), exist_ok=True)
+    with open(os.path.join(metadata_directory, dist_info, "METADATA"), "w") as f:
+        f.write(_metadata())
+    return dist_info
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    files = _package_files()
-    tag, purelib = _tag(files)
-    entries = []
-    for path, arc in files:
-        with open(path, "rb") as f:
-            entries.append((arc, f.read()))
-    return _write_wheel(wheel_directory, entries, tag, purelib)
+    work = tempfile.mkdtemp(prefix="dfsel-build-")
+    try:
+        files = _package_files()
+        library = _library(work)
+        if library:
+            files.append((library, "%s/%s" % (NAME, LIBRARY)))
+        tag, purelib = _tag(files)
+        entries = []
+        for path, arc in files:
+            with open(path, "rb") as f:
+                entries.append((arc, f.read()))
+        return _write_wheel(wheel_directory, entries, tag, purelib)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
@@ -91,9 +174,9 @@ def build_sdist(sdist_directory, config_settings=None):
     base = "%s-%s" % (NAME, _version())
     name = base + ".tar.gz"
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as t:
-        for rel in ["pyproject.toml", "build_backend/dfsel_build.py"] + [
-                arc for _, arc in _package_files() if not arc.endswith(".so")]:
-            t.add(os.path.join(ROOT, rel), arcname="%s/%s" % (base, rel))
+        for path, arc in [(os.path.join(ROOT, rel), rel) for rel in ("pyproject.toml", "build_backend/dfsel_build.py")] \
+                + _package_files():
+            t.add(path, arcname="%s/%s" % (base, arc))
         info = tarfile.TarInfo("%s/PKG-INFO" % base)
         data = _metadata().encode()
         info.size = len(data)

@@ -8,16 +8,19 @@ over the C ABI of libdfsel.so (ctypes; nothing to compile).
     plan.run(logits, hidden, anchors, out=out)   # on torch's current stream
     drafts, n = out.path, out.n_emitted
 
-libdfsel.so is found through DFSEL_LIBRARY, next to this package, or on the loader path.
-Every failure raises dfsel.Error(status, message).
+libdfsel.so is found through DFSEL_LIBRARY, next to this package (pip install bundles it
+there), or on the loader path. Every failure raises dfsel.Error(status, message): integers
+are checked against their C fields and outputs against the plan before anything runs.
+
+A plan serves one call at a time: a call on a plan that another thread is using raises
+dfsel.Error with status Status.BUSY at once; give each thread its own plan.
 """
 from ._abi import Backend, Error, Placement, Status, Type
 from ._arrays import typed
 from ._loader import cuda_device_count, library, library_path, status_string, version
 from ._outputs import Outputs
 from ._plan import Plan, run_group
-
-__version__ = "0.2.0"
+from ._version import __version__
 
 # torch.ops.dfsel.select when torch is importable; why not otherwise.
 torch_op_error = None

@@ -7,8 +7,10 @@ compares every size and offset here with the C compiler's.
 import ctypes
 import enum
 
+from ._version import VERSION
+
 # The header version these declarations mirror (DFSEL_VERSION_MAJOR, DFSEL_VERSION_MINOR).
-ABI_VERSION = (0, 2)
+ABI_VERSION = VERSION[:2]
 
 
 class Status(enum.IntEnum):
@@ -23,6 +25,7 @@ class Status(enum.IntEnum):
     NO_DEVICE = 8
     INTERNAL_ERROR = 9
     TIMEOUT = 10
+    BUSY = 11
 
 
 class Type(enum.IntEnum):

@@ -25,11 +25,14 @@ _TYPE_NAMES = {"f32": Type.F32, "float32": Type.F32, "f16": Type.F16, "float16":
 
 
 class View:
-    __slots__ = ("ptr", "kind", "shape", "strides", "device", "framework", "owner")
+    """readonly: the producer says the memory must not be written (a NumPy array whose
+    flags.writeable is False, __cuda_array_interface__'s read-only flag); legacy DLPack
+    capsules cannot say it (NumPy refuses to export a read-only array through them)."""
+    __slots__ = ("ptr", "kind", "shape", "strides", "device", "framework", "owner", "readonly")
 
-    def __init__(self, ptr, kind, shape, strides, device, framework, owner):
+    def __init__(self, ptr, kind, shape, strides, device, framework, owner, readonly=False):
         self.ptr, self.kind, self.shape, self.strides = ptr, kind, shape, strides
-        self.device, self.framework, self.owner = device, framework, owner
+        self.device, self.framework, self.owner, self.readonly = device, framework, owner, readonly
 
 
 class typed:
@@ -105,7 +108,8 @@ def view(obj, name):
                     tuple(s * es for s in obj.stride()), device, "torch", obj)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
-        return View(obj.ctypes.data, _numpy_kind(obj.dtype), obj.shape, obj.strides, CPU, "numpy", obj)
+        return View(obj.ctypes.data, _numpy_kind(obj.dtype), obj.shape, obj.strides, CPU, "numpy", obj,
+                    not obj.flags.writeable)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return _cai_view(obj, cai, name)
@@ -141,7 +145,7 @@ def _cai_view(obj, cai, name):
     dev = getattr(obj, "device", None)
     index = getattr(dev, "id", None)  # CuPy; other producers do not say
     framework = "cupy" if type(obj).__module__.startswith("cupy") else "cuda_array_interface"
-    return View(cai["data"][0], kind, shape, tuple(strides), ("cuda", index), framework, obj)
+    return View(cai["data"][0], kind, shape, tuple(strides), ("cuda", index), framework, obj, bool(cai["data"][1]))
 
 
 def describe_device(device):
@@ -186,6 +190,8 @@ def fill_tensor(st, v, t, name):
         raise Error(Status.INVALID_ARGUMENT, "%s has %d dimensions (shape %s); expected 2" % (
             name, len(v.shape), v.shape))
     rows, cols = v.shape
+    if rows == 0 or cols == 0:
+        raise Error(Status.INVALID_ARGUMENT, "%s has shape %s, which holds no element" % (name, tuple(v.shape)))
     item = _BYTES.get(v.kind, 1)
     if cols > 1 and v.strides[1] != item:
         raise Error(Status.INVALID_ARGUMENT, "%s is not contiguous along its last axis (strides %s bytes, "

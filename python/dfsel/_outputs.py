@@ -55,15 +55,17 @@ class Outputs:
     unary [n_blocks*L, K], scores [n_blocks*L, K, K], q [n_blocks*L, K] (sampling only),
     path [n_blocks, L] int32 (-1 after the last emitted token), n_emitted [n_blocks] int32,
     packed [n_blocks*block_size, n_embd] (llama.cpp's packed lattice). Fields not asked for are
-    None and not written. A run of fewer blocks writes the leading rows only."""
+    None and not written. A run of fewer blocks writes the leading rows only. The fields are
+    read-only: the library writes the arrays they held when the Outputs was made, so a run
+    checks that its plan has the K, block size and n_embd they were shaped for (dims)."""
 
-    __slots__ = FIELDS + ("n_blocks", "struct", "ref", "device")
+    __slots__ = ("_arrays", "_n_blocks", "_dims", "_device", "struct", "ref")
 
     def __init__(self, n_blocks, dims, device, framework, want, given, trusted=False):
         """trusted: every array was allocated here or by the torch op with the right shape
         and dtype, so the pointers are taken without the checks (a cheaper eager call)."""
-        self.n_blocks = n_blocks
-        self.device = device
+        self._n_blocks, self._dims, self._device = n_blocks, tuple(dims), device
+        self._arrays = {}
         self.struct = _abi.Outputs()
         want = set(want) | {"path", "n_emitted"} | {k for k, v in given.items() if v is not None}
         shp = shapes(n_blocks, *dims)
@@ -71,15 +73,17 @@ class Outputs:
             arr = given.get(f)
             if arr is None and f in want:
                 arr = _allocate(framework, device, shp[f], _KINDS[f])
-            setattr(self, f, arr)
             if arr is None:
                 continue
+            self._arrays[f] = arr
             if trusted:
                 setattr(self.struct, f, _raw_ptr(arr))
                 continue
             name = "out.%s" % f
             v = _arrays.view(arr, name)
             _arrays.check_device(v, name, device)
+            if v.readonly:
+                raise Error(Status.INVALID_ARGUMENT, "%s is read-only; the run writes its outputs" % name)
             if f == "packed":
                 t = _arrays.dfsel_type(v, name, None, (_abi.Type.F32,))
                 tensor = _abi.Tensor()
@@ -93,9 +97,18 @@ class Outputs:
                 setattr(self.struct, f, _arrays.contiguous_ptr(v, name, _KINDS[f], shp[f]))
         self.ref = ctypes.pointer(self.struct)
 
+    n_blocks = property(lambda self: self._n_blocks, doc="the most blocks a run may write")
+    dims = property(lambda self: self._dims, doc="(K, L, block_size, n_embd) the arrays are shaped for")
+    device = property(lambda self: self._device)
+
     def as_dict(self):
-        return {f: getattr(self, f) for f in FIELDS if getattr(self, f) is not None}
+        return dict(self._arrays)
 
     def __repr__(self):
-        return "dfsel.Outputs(n_blocks=%d, %s)" % (self.n_blocks, ", ".join(
-            "%s=%s" % (f, tuple(getattr(getattr(self, f), "shape", ()))) for f in FIELDS if getattr(self, f) is not None))
+        return "dfsel.Outputs(n_blocks=%d, %s)" % (self._n_blocks, ", ".join(
+            "%s=%s" % (f, tuple(getattr(a, "shape", ()))) for f, a in self._arrays.items()))
+
+
+for _f in FIELDS:
+    setattr(Outputs, _f, property(lambda self, f=_f: self._arrays.get(f)))
+del _f

@@ -2,17 +2,18 @@
 import ctypes
 import itertools
 import sys
+import threading
 import weakref
 
-from . import _abi, _arrays, _streams
+from . import _abi, _arrays, _cvalues, _streams
 from ._abi import Error, Status, Type
+from ._cvalues import INT32, INT64, UINT64
 from ._loader import library
 from ._outputs import Outputs
 
 _FLOATS = (Type.F32, Type.F16, Type.BF16)
 _WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
 _MSG_LEN = 1024
-_U64 = (1 << 64) - 1
 _handles = itertools.count(1)
 registry = weakref.WeakValueDictionary()  # handle -> Plan, for torch.ops.dfsel.select
 
@@ -42,7 +43,7 @@ def _comm_handle(comm):
     if not isinstance(h, int):
         raise Error(Status.INVALID_ARGUMENT, "nccl_comm = %r: expected the integer value of an ncclComm_t, "
                     "a ctypes.c_void_p, or a communicator whose .comm is one (CuPy, vLLM)" % (comm,))
-    return h
+    return _cvalues.integer(h, "nccl_comm", _cvalues.POINTER)
 
 
 class _Slot:
@@ -73,19 +74,30 @@ class Plan:
     w_h {R rows, n_embd}) are NumPy arrays for the CPU backend, CUDA arrays for the CUDA
     backend; they must stay unchanged while the plan lives (the plan keeps them alive).
     Raw storage is given as dfsel.typed(array, "bf16" / "q8_0" / ...), or weight_dtype= for
-    all three weights. One thread at a time may run a plan (its input struct is reused)."""
+    all three weights.
+
+    Threads: a plan serves one call at a time. run(), run_group() and check() on a plan that
+    another thread is using raise dfsel.Error with status BUSY at once (nothing is read or
+    written); different plans may run on different threads together."""
 
     def __init__(self, *, n_vocab, n_embd, codebook_rank, top_k, block_size, max_blocks,
                  e_prev, e_next, w_h, logit_scale=1.0, softcap=0.0, rank=0, n_ranks=1,
                  v_begin=0, v_end=None, placement="replicated", backend="auto", device=None,
                  nccl_comm=None, n_threads=0, weight_dtype=None):
         self._ptr = None
+        self._lock = threading.Lock()  # held by the call in progress (non-blocking: BUSY)
         lib = library()
+        n_vocab, n_embd = _cvalues.integer(n_vocab, "n_vocab", INT64), _cvalues.integer(n_embd, "n_embd", INT64)
+        codebook_rank, top_k = _cvalues.integer(codebook_rank, "codebook_rank"), _cvalues.integer(top_k, "top_k")
+        block_size, max_blocks = _cvalues.integer(block_size, "block_size"), _cvalues.integer(max_blocks, "max_blocks")
+        rank, n_ranks = _cvalues.integer(rank, "rank"), _cvalues.integer(n_ranks, "n_ranks")
+        v_begin = _cvalues.integer(v_begin, "v_begin", INT64)
+        v_end = n_vocab if v_end is None else _cvalues.integer(v_end, "v_end", INT64)
         d = _abi.PlanDesc()
         c = d.config
         c.n_vocab, c.n_embd, c.codebook_rank, c.top_k = n_vocab, n_embd, codebook_rank, top_k
-        c.block_size, c.logit_scale, c.softcap, c.max_blocks = block_size, logit_scale, softcap, max_blocks
-        v_end = n_vocab if v_end is None else v_end
+        c.block_size, c.max_blocks = block_size, max_blocks
+        c.logit_scale, c.softcap = _cvalues.real(logit_scale, "logit_scale"), _cvalues.real(softcap, "softcap")
         d.shard.rank, d.shard.n_ranks, d.shard.v_begin, d.shard.v_end = rank, n_ranks, v_begin, v_end
         d.placement = _enum(placement, _abi.Placement, "placement",
                             {"replicated": _abi.Placement.REPLICATED, "sharded": _abi.Placement.SHARDED})
@@ -107,11 +119,16 @@ class Plan:
         if where == _arrays.CPU:
             if asked == _abi.Backend.CUDA:
                 raise Error(Status.INVALID_ARGUMENT, "backend = cuda but e_prev is in host memory; give CUDA arrays")
+            if device is not None:
+                raise Error(Status.INVALID_ARGUMENT, "device = %r but the weights are in host memory (CPU backend, "
+                            "which has no device); leave device unset" % (device,))
             d.backend, self._device = _abi.Backend.CPU, _arrays.CPU
         else:
             if asked == _abi.Backend.CPU:
                 raise Error(Status.INVALID_ARGUMENT, "backend = cpu but e_prev is on %s; give host arrays"
                             % _arrays.describe_device(where))
+            if device is not None:
+                device = _cvalues.integer(device, "device", INT32, 0)
             index = where[1] if where[1] is not None else (0 if device is None else device)
             if device is not None and device != index:
                 raise Error(Status.INVALID_ARGUMENT, "device = %d but e_prev is on cuda:%d" % (device, index))
@@ -120,7 +137,7 @@ class Plan:
             _arrays.check_device(v, name, self._device)
             _arrays.fill_tensor(getattr(d, name), v, t, name)
         d.nccl_comm = _comm_handle(nccl_comm)
-        d.n_threads = n_threads
+        d.n_threads = _cvalues.integer(n_threads, "n_threads")
         msg = ctypes.create_string_buffer(_MSG_LEN)
         ptr = ctypes.c_void_p()
         st = lib.dfsel_plan_create(ctypes.byref(d), ctypes.byref(ptr), msg, _MSG_LEN)
@@ -185,27 +202,39 @@ class Plan:
         inp = self._inputs
         self._bind(self._slots[0], inp.logits, logits, "logits", n_tokens, self.v_end - self.v_begin, dtypes[0])
         self._bind(self._slots[1], inp.hidden, hidden, "hidden", n_tokens, self.n_embd, dtypes[1])
-        inp.temperature, inp.p_min, inp.seed = temperature, p_min, seed & _U64
+        inp.temperature = _cvalues.real(temperature, "temperature")
+        inp.p_min = _cvalues.real(p_min, "p_min")
+        inp.seed = _cvalues.integer(seed, "seed", UINT64)
         if out is None:
             want = ("cand_ids", "unary", "scores", "path", "n_emitted") + (("q",) if temperature > 0 else ()) \
                 + (("packed",) if packed else ())
             out = Outputs(n_blocks, self._dims, self._device, self._anchor_fw, want, {}, trusted=True)
         elif type(out) is not Outputs:
             raise Error(Status.INVALID_ARGUMENT, "out = %r: expected the dfsel.Outputs of plan.outputs()" % (out,))
-        elif out.n_blocks < n_blocks or out.device != self._device:
-            raise Error(Status.INVALID_ARGUMENT, "out holds %d blocks on %s; this run has %d blocks on %s" % (
-                out.n_blocks, _arrays.describe_device(out.device), n_blocks, _arrays.describe_device(self._device)))
+        elif out.dims != self._dims or out.n_blocks < n_blocks or out.device != self._device:
+            raise Error(Status.INVALID_ARGUMENT, "out holds %s on %s; this run needs %s on %s" % (
+                _describe_outputs(out.dims, out.n_blocks), _arrays.describe_device(out.device),
+                _describe_outputs(self._dims, n_blocks), _arrays.describe_device(self._device)))
         return out
 
     def _stream(self, stream):
         if self.backend == "cpu":
+            if stream is not None:
+                raise Error(Status.INVALID_ARGUMENT, "stream = %r on a CPU plan, which runs on the calling thread "
+                            "and has no stream; leave stream unset" % (stream,))
             return None
         if stream is None:
             return _streams.current(self._anchor_fw, self.device)
         return _streams.handle(stream)
 
     def _error(self, status):
+        if status == Status.BUSY:  # the plan's message belongs to the call that holds it
+            return _busy_error(self)
         return Error(status, self._lib.dfsel_plan_last_error(self._ptr).decode(errors="replace"))
+
+    def _claim(self):
+        if not self._lock.acquire(blocking=False):
+            raise _busy_error(self)
 
     # -- public -------------------------------------------------------------------------
     def outputs(self, n_blocks=None, *, want=("cand_ids", "unary", "scores", "q", "path", "n_emitted"),
@@ -214,7 +243,8 @@ class Plan:
         `want` are allocated in `framework` ("numpy", "torch", "cupy"; the weights' when None)
         on the plan's device, and arrays given by name (cand_ids=..., packed=...) are used as
         they are, after their dtype, shape, contiguity and device are checked."""
-        n_blocks = self.max_blocks if n_blocks is None else n_blocks
+        n_blocks = self.max_blocks if n_blocks is None else _cvalues.integer(n_blocks, "n_blocks", INT32, 1,
+                                                                              self.max_blocks)
         for k in arrays:
             if k not in ("cand_ids", "unary", "scores", "q", "path", "n_emitted", "packed"):
                 raise Error(Status.INVALID_ARGUMENT, "outputs(): %s is not an output" % k)
@@ -230,11 +260,15 @@ class Plan:
         caller's current stream), nothing waited for; plan.check() reports device-side errors."""
         if not self._ptr:
             raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
-        out = self._prepare(logits, hidden, anchors, temperature, p_min, seed, out, packed,
-                            (logits_dtype, hidden_dtype))
-        st = self._lib.dfsel_plan_run(self._ptr, self._inputs_ref, out.ref, self._stream(stream))
-        if st:
-            raise self._error(st)
+        self._claim()
+        try:
+            out = self._prepare(logits, hidden, anchors, temperature, p_min, seed, out, packed,
+                                (logits_dtype, hidden_dtype))
+            st = self._lib.dfsel_plan_run(self._ptr, self._inputs_ref, out.ref, self._stream(stream))
+            if st:
+                raise self._error(st)
+        finally:
+            self._lock.release()
         return out
 
     def check(self, stream=None, timeout_ms=-1):
@@ -242,15 +276,26 @@ class Plan:
         what the device found (an anchor id out of range), a timeout or a failed peer."""
         if not self._ptr:
             raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
-        st = self._lib.dfsel_plan_wait(self._ptr, self._stream(stream), int(timeout_ms))
-        if st:
-            raise self._error(st)
+        timeout_ms = _cvalues.integer(timeout_ms, "timeout_ms", INT64)
+        self._claim()
+        try:
+            st = self._lib.dfsel_plan_wait(self._ptr, self._stream(stream), timeout_ms)
+            if st:
+                raise self._error(st)
+        finally:
+            self._lock.release()
 
     def close(self):
         if self._ptr:
-            self._lib.dfsel_plan_destroy(self._ptr)
-            self._ptr = None
-            self._keep = None
+            if not self._lock.acquire(blocking=False):
+                raise _busy_error(self)
+            try:
+                if self._lib.dfsel_plan_destroy(self._ptr) == Status.BUSY:
+                    raise _busy_error(self)
+                self._ptr = None
+                self._keep = None
+            finally:
+                self._lock.release()
 
     def __del__(self):
         try:
@@ -281,13 +326,32 @@ def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, see
             raise Error(Status.INVALID_ARGUMENT, "%s has %d entries for %d plans" % (name, len(seq), n))
     if n == 0:
         raise Error(Status.INVALID_ARGUMENT, "plans is empty")
-    outs, handles = [], []
     for i, p in enumerate(plans):
         if not isinstance(p, Plan) or not p._ptr:
             raise Error(Status.INVALID_ARGUMENT, "plans[%d] is not an open dfsel.Plan" % i)
+        for j in range(i):
+            if plans[j] is p:
+                raise Error(Status.INVALID_ARGUMENT, "plans[%d] and plans[%d] are the same plan; a plan may "
+                            "appear once in a group" % (j, i))
+    claimed = []
+    try:
+        for p in plans:
+            p._claim()
+            claimed.append(p)
+        return _run_group(plans, logits, hidden, anchors, temperature, p_min, seed, streams, out, packed,
+                          (logits_dtype, hidden_dtype))
+    finally:
+        for p in claimed:
+            p._lock.release()
+
+
+def _run_group(plans, logits, hidden, anchors, temperature, p_min, seed, streams, out, packed, dtypes):
+    n = len(plans)
+    outs, handles = [], []
+    for i, p in enumerate(plans):
         try:
             outs.append(p._prepare(logits[i], hidden[i], anchors[i], temperature, p_min, seed,
-                                   None if out is None else out[i], packed, (logits_dtype, hidden_dtype)))
+                                   None if out is None else out[i], packed, dtypes))
             handles.append(p._stream(None if streams is None else streams[i]))
         except Error as e:
             raise Error(e.status, "plans[%d]: %s" % (i, e.message)) if n > 1 else e
@@ -299,3 +363,13 @@ def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, see
     if st:
         raise plans[0]._error(st)
     return outs
+
+
+def _busy_error(plan):
+    return Error(Status.BUSY, "%r is in use by another call (another thread); a plan serves one call at a "
+                 "time: give each thread its own plan" % (plan,))
+
+
+def _describe_outputs(dims, n_blocks):
+    K, L, block_size, n_embd = dims
+    return "outputs for K = %d, block_size = %d, n_embd = %d and %d blocks" % (K, block_size, n_embd, n_blocks)

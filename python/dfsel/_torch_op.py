@@ -43,7 +43,8 @@ def select(logits: Tensor, hidden: Tensor, anchors: Tensor, plan: int, temperatu
         q.zero_()
     arrays = dict(cand_ids=cand_ids, unary=unary, scores=scores, q=q, path=path, n_emitted=n_emitted)
     out = Outputs(anchors.shape[0], p._dims, p._device, "torch", (), arrays, trusted=True)
-    p.run(logits, hidden, anchors, temperature=temperature, p_min=p_min, seed=seed, out=out)
+    # The schema's int is int64: a negative seed stands for the uint64 of the same bits.
+    p.run(logits, hidden, anchors, temperature=temperature, p_min=p_min, seed=seed & 0xFFFFFFFFFFFFFFFF, out=out)
     return cand_ids, unary, scores, q, path, n_emitted
 
 

@@ -130,7 +130,7 @@ def test_run_arguments():
         (dict(p_min=2.0), ["inputs.p_min = 2"]),
         (dict(temperature=float("nan")), ["inputs.temperature = nan"]),
         (dict(out={"path": None}), ["out = {'path': None}: expected the dfsel.Outputs"]),
-        (dict(out=p.outputs(1)), ["out holds 1 blocks", "this run has 2 blocks"]),
+        (dict(out=p.outputs(1)), ["out holds outputs for K = 4", "and 1 blocks", "this run needs", "and 2 blocks"]),
     ]
     for change, words in cases:
         args = dict(logits=logits, hidden=hidden, anchors=anchors)
@@ -185,7 +185,7 @@ def test_run_group_arguments():
         dfsel.run_group([p0], shards[:1], [hidden], [anchors])
     with raises(Status.INVALID_ARGUMENT, "plans is empty"):
         dfsel.run_group([], [], [], [])
-    with raises(Status.INVALID_ARGUMENT, "shard.rank = 0"):
+    with raises(Status.INVALID_ARGUMENT, "plans[0] and plans[1] are the same plan"):
         dfsel.run_group([p0, p0], [shards[0]] * 2, [hidden] * 2, [anchors] * 2)
     outs = dfsel.run_group([p0, p1], shards, [hidden] * 2, [anchors] * 2)
     assert outs[0].path.tobytes() == outs[1].path.tobytes()

@@ -1,6 +1,9 @@
-"""pip installs ./python into a temporary folder with no compiler and no package index, and the
-installed package finds its library: through DFSEL_LIBRARY, next to itself (a libdfsel.so
-bundled into the wheel), or fails with a dfsel.Error that says what it tried."""
+"""pip installs ./python into a temporary folder with no package index: from the source tree it
+builds libdfsel.so with CMake and bundles it, so the installed package runs with no
+DFSEL_LIBRARY; a library given at install time (DFSEL_LIBRARY, or copied into dfsel/) is
+bundled instead; a copy of the package without the tree (as an sdist) is pure Python and finds
+its library at run time or fails with a dfsel.Error that says what it tried. The README's
+Python snippet runs as written."""
 import ctypes.util
 import os
 import shutil
@@ -26,14 +29,25 @@ print(int(out.n_emitted[0]), list(out.path[0]))
 """
 
 
-def pip_install(source, target):
+def pip_install(source, target, **env_changes):
+    """pip install source --target target, with DFSEL_LIBRARY unset unless env_changes set it."""
     try:
         import pip  # noqa: F401
     except ImportError:
         pytest.fail("pip is not installed for %s (Debian: python3-pip)" % sys.executable)
+    env = {k: v for k, v in os.environ.items() if k not in ("DFSEL_LIBRARY", "DFSEL_CMAKE_ARGS")}
+    env.update(env_changes)
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
-                        str(source)], capture_output=True, text=True)
+                        str(source)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def package_copy(tmp_path):
+    """python/ alone, with the header an sdist carries: no source tree to build the library in."""
+    src = tmp_path / "src"
+    shutil.copytree(SOURCE, src, ignore=shutil.ignore_patterns("__pycache__", "*.so", "dfsel.h"))
+    shutil.copy(os.path.join(ROOT, "include", "dfsel", "dfsel.h"), src / "dfsel" / "dfsel.h")
+    return src
 
 
 def run_python(code, cwd, pythonpath, library):
@@ -47,7 +61,7 @@ def run_python(code, cwd, pythonpath, library):
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")
-    pip_install(SOURCE, target)
+    pip_install(package_copy(tmp_path_factory.mktemp("copy")), target)
     return target
 
 
@@ -78,15 +92,32 @@ def test_missing_library_is_a_dfsel_error(installed, tmp_path):
     assert "DFSEL_LIBRARY" in message  # the hint says how to point at a build
 
 
-def test_library_bundled_next_to_the_package(tmp_path):
-    src = tmp_path / "src"
-    shutil.copytree(SOURCE, src, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    shutil.copy(dfsel.library_path(), src / "dfsel" / "libdfsel.so")
-    target = tmp_path / "site"
-    pip_install(src, target)
+def check_bundled(target, tmp_path):
     r = run_python(SMOKE, tmp_path, target, None)
     assert r.returncode == 0, r.stderr
     where, path, _ = r.stdout.splitlines()
     assert path == os.path.join(str(target), "dfsel", "libdfsel.so")
     wheel_tag = open(os.path.join(target, "dfsel-%s.dist-info" % dfsel.__version__, "WHEEL")).read()
     assert "Root-Is-Purelib: false" in wheel_tag and "py3-none-any" not in wheel_tag
+    assert os.path.exists(os.path.join(target, "dfsel", "dfsel.h")), "the header that holds the version"
+
+
+def test_library_bundled_next_to_the_package(tmp_path):
+    src = package_copy(tmp_path)
+    shutil.copy(dfsel.library_path(), src / "dfsel" / "libdfsel.so")
+    pip_install(src, tmp_path / "site")
+    check_bundled(tmp_path / "site", tmp_path)
+
+
+def test_library_given_at_install_time_is_bundled(tmp_path):
+    pip_install(SOURCE, tmp_path / "site", DFSEL_LIBRARY=dfsel.library_path())
+    check_bundled(tmp_path / "site", tmp_path)
+
+
+def test_pip_install_from_the_tree_builds_the_library(tmp_path):
+    """The README's `pip install ./python`, with no library given: CMake builds it (CPU backend
+    here, to keep the test short; nvcc adds the CUDA backend by default)."""
+    if not shutil.which("cmake"):
+        pytest.skip("cmake is not installed")
+    pip_install(SOURCE, tmp_path / "site", DFSEL_CMAKE_ARGS="-DDFSEL_CUDA=OFF")
+    check_bundled(tmp_path / "site", tmp_path)

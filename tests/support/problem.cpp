@@ -211,6 +211,28 @@ struct Mem {
 
 }  // namespace
 
+dfsel_plan_desc cpu_desc(const Case& c, const Data& d, int32_t rank, int32_t n_ranks, int64_t v_begin, int64_t v_end) {
+  const size_t cb_row = row_bytes(c.cb_t, c.R);
+  dfsel_plan_desc desc{};
+  desc.config = dfsel_config{c.V, c.E, c.R, c.K, c.block, 1.0f, 0.0f, c.blocks};
+  desc.shard = dfsel_shard{rank, n_ranks, v_begin, v_end};
+  desc.backend = DFSEL_BACKEND_CPU;
+  desc.e_prev = make_matrix(d.e_prev.data(), c.cb_t, c.R, c.V, cb_row);
+  desc.e_next = make_matrix(d.e_next.data(), c.cb_t, c.R, c.V, cb_row);
+  desc.w_h = make_matrix(d.w_h.data(), c.wh_t, c.E, c.R, row_bytes(c.wh_t, c.E));
+  return desc;
+}
+
+dfsel_inputs cpu_inputs(const Case& c, const Data& d) {
+  const int64_t n_tokens = (int64_t)c.blocks * c.block;
+  dfsel_inputs in{};
+  in.logits = make_matrix(d.logits.data(), c.logits_t, c.V, n_tokens, d.logits_nb1);
+  in.hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
+  in.anchors = d.anchors.data();
+  in.n_blocks = c.blocks;
+  return in;
+}
+
 dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1) {
   return dfsel_tensor_2d(data, t, ne0, ne1, nb1);
 }

@@ -106,6 +106,12 @@ class Session {
   Impl* impl_;
 };
 
+// A CPU plan of c's selector on data d, replicated codebooks, owning ids [v_begin, v_end).
+dfsel_plan_desc cpu_desc(const Case& c, const Data& d, int32_t rank, int32_t n_ranks, int64_t v_begin, int64_t v_end);
+
+// The inputs of one run of every block of c on data d (the whole vocabulary).
+dfsel_inputs cpu_inputs(const Case& c, const Data& d);
+
 // A 2-D ggml-style view {ne0, ne1} with rows nb1 bytes apart.
 dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1);
 

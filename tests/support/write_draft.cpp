@@ -17,12 +17,17 @@
 //   metadata.gguf     --vocab 16 --rank 8 --embd 20 --every-value-type --other-tensors --logit-scale 0.5
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <new>
 #include <string>
 
+#include "dfsel/gguf.h"
 #include "support/gguf_writer.h"
+#include "tools/field_names.h"
+#include "tools/parse_number.h"
 
 namespace {
+
+using dfsel::tools::FieldName;
 
 bool parse_type(const std::string& s, dfsel_type* t) {
   static const struct {
@@ -48,6 +53,69 @@ int usage() {
   return 2;
 }
 
+int refuse(const std::string& why) {
+  std::fprintf(stderr, "dfsel_write_draft: %s\n", why.c_str());
+  return 2;
+}
+
+// One flag with a value into o; false with err set.
+bool parse_flag(const std::string& a, const char* v, dfsel::test::DraftOptions* o, std::string* err) {
+  using dfsel::tools::parse_float;
+  using dfsel::tools::parse_int;
+  constexpr long long kI32 = INT32_MAX;
+  long long n = 0;
+  bool ok = true;
+  if (a == "--codebook-type" || a == "--hidden-type") {
+    if (parse_type(v, a == "--codebook-type" ? &o->codebook_type : &o->hidden_type)) return true;
+    *err = a + " is f32, f16, bf16, q8_0, q4_k or q6_k, not '" + v + "'";
+    return false;
+  }
+  if (a == "--vocab") ok = parse_int(a, v, 1, kI32, &n, err), o->n_vocab = n;
+  else if (a == "--rank") ok = parse_int(a, v, 1, kI32, &n, err), o->rank = n;
+  else if (a == "--embd") ok = parse_int(a, v, 1, kI32, &n, err), o->n_embd = n;
+  else if (a == "--top-k") ok = parse_int(a, v, 1, kI32, &n, err), o->top_k = n;
+  else if (a == "--block") ok = parse_int(a, v, 2, kI32, &n, err), o->block_size = n;
+  else if (a == "--version") ok = parse_int(a, v, 0, UINT32_MAX, &n, err), o->version = uint32_t(n);
+  // The writer pads every tensor to it: 0 divides by zero, and a huge one writes huge files.
+  else if (a == "--alignment") ok = parse_int(a, v, 1, 1 << 20, &n, err), o->alignment = uint32_t(n);
+  else if (a == "--row-period") ok = parse_int(a, v, 0, kI32, &n, err), o->row_period = n;
+  else if (a == "--seed") ok = dfsel::tools::parse_u64(a, v, &o->seed, err);
+  else if (a == "--logit-scale" || a == "--softcap") {
+    float f = 0.0f;
+    ok = parse_float(a, v, -3.4e38, 3.4e38, &f, err);
+    (a == "--softcap" ? o->softcap : o->logit_scale) = f;
+  } else {
+    *err = "unknown option " + a;
+    return false;
+  }
+  return ok;
+}
+
+// What the dfsel command would do with the written file: open it with the reader and describe
+// a CPU plan on it. "" when both accept it, else the reason, the library's fields named by
+// this command's flags.
+std::string judged_by_the_reader(const std::string& path) {
+  static constexpr FieldName kFlags[] = {{"config.n_vocab", "--vocab"}, {"config.n_embd", "--embd"},
+                                         {"config.codebook_rank", "--rank"}, {"config.top_k", "--top-k"},
+                                         {"config.block_size", "--block"}};
+  char msg[512] = "";
+  dfsel_gguf* g = nullptr;
+  if (dfsel_gguf_open(path.c_str(), -1, -1, &g, msg, sizeof msg) != DFSEL_SUCCESS) return msg;
+  dfsel_plan_desc d{};
+  std::string why;
+  if (dfsel_gguf_config(g, &d.config) != DFSEL_SUCCESS || dfsel_gguf_tensors(g, &d.e_prev, &d.e_next, &d.w_h) != DFSEL_SUCCESS) {
+    why = dfsel_gguf_last_error(g);
+  } else {
+    d.config.max_blocks = 1;
+    d.shard = dfsel_shard{0, 1, 0, d.config.n_vocab};
+    d.backend = DFSEL_BACKEND_CPU;
+    size_t bytes = 0;
+    if (dfsel_workspace_size(&d, &bytes, msg, sizeof msg) != DFSEL_SUCCESS) why = dfsel::tools::rename_fields(msg, kFlags);
+  }
+  dfsel_gguf_close(g);
+  return why;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,39 +132,14 @@ int main(int argc, char** argv) {
       o.other_tensors = true;
       continue;
     }
-    if (i + 1 >= argc) return usage();
-    const std::string v = argv[++i];
-    char* end = nullptr;
-    const double num = std::strtod(v.c_str(), &end);
-    const bool is_num = end != v.c_str() && *end == '\0';
-    if (a == "--codebook-type" || a == "--hidden-type") {
-      if (!parse_type(v, a == "--codebook-type" ? &o.codebook_type : &o.hidden_type)) return usage();
-      continue;
-    }
-    if (!is_num) return usage();
-    if (a == "--vocab") o.n_vocab = int64_t(num);
-    else if (a == "--rank") o.rank = int64_t(num);
-    else if (a == "--embd") o.n_embd = int64_t(num);
-    else if (a == "--top-k") o.top_k = int64_t(num);
-    else if (a == "--block") o.block_size = int64_t(num);
-    else if (a == "--version") o.version = uint32_t(num);
-    else if (a == "--alignment") o.alignment = uint32_t(num);
-    else if (a == "--logit-scale") o.logit_scale = float(num);
-    else if (a == "--softcap") o.softcap = float(num);
-    else if (a == "--seed") o.seed = uint64_t(num);
-    else if (a == "--row-period") o.row_period = int64_t(num);
-    else return usage();
+    if (i + 1 >= argc) return refuse(a + " needs a value");
+    std::string err;
+    if (!parse_flag(a, argv[++i], &o, &err)) return refuse(err);
   }
-  if (o.n_vocab < 1 || o.rank < 1 || o.n_embd < 1 || o.top_k < 1 || o.block_size < 2) {
-    std::fprintf(stderr, "dfsel_write_draft: sizes must be positive and --block at least 2\n");
-    return 2;
-  }
-  // What the reader would refuse is refused here, rather than written.
-  if (o.top_k > o.n_vocab) {
-    std::fprintf(stderr, "dfsel_write_draft: --top-k %lld is larger than --vocab %lld\n", (long long)o.top_k,
-                 (long long)o.n_vocab);
-    return 2;
-  }
+  // Refused here rather than written: rows that are not whole quant blocks (the writer cannot
+  // lay them out) and K larger than V; the rest is judged by the reader once written.
+  if (o.top_k > o.n_vocab)
+    return refuse("--top-k " + std::to_string(o.top_k) + " is larger than --vocab " + std::to_string(o.n_vocab));
   const struct {
     const char* flag;
     dfsel_type type;
@@ -105,16 +148,26 @@ int main(int argc, char** argv) {
   } kRows[] = {{"--codebook-type", o.codebook_type, "--rank", o.rank}, {"--hidden-type", o.hidden_type, "--embd", o.n_embd}};
   for (const auto& r : kRows) {
     const int64_t block = r.type == DFSEL_TYPE_Q8_0 ? 32 : (r.type == DFSEL_TYPE_Q4_K || r.type == DFSEL_TYPE_Q6_K) ? 256 : 1;
-    if (r.n % block != 0) {
-      std::fprintf(stderr, "dfsel_write_draft: %s %s needs %s to be a multiple of %lld, not %lld\n", r.flag,
-                   dfsel_type_name(r.type), r.axis, (long long)block, (long long)r.n);
-      return 2;
-    }
+    if (r.n % block != 0)
+      return refuse(std::string(r.flag) + " " + dfsel_type_name(r.type) + " needs " + r.axis + " to be a multiple of " +
+                    std::to_string(block) + ", not " + std::to_string(r.n));
   }
-  const dfsel::test::Draft d = dfsel::test::make_draft(o);
+  dfsel::test::Draft d;
+  try {
+    d = dfsel::test::make_draft(o);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "dfsel_write_draft: a draft of --vocab %lld, --rank %lld, --embd %lld does not fit in memory\n",
+                 (long long)o.n_vocab, (long long)o.rank, (long long)o.n_embd);
+    return 1;
+  }
   if (!dfsel::test::write_file(out, d.bytes)) {
     std::fprintf(stderr, "dfsel_write_draft: cannot write %s\n", out.c_str());
     return 1;
+  }
+  const std::string why = judged_by_the_reader(out);
+  if (!why.empty()) {
+    std::remove(out.c_str());
+    return refuse("not written: dfsel would refuse this draft: " + why);
   }
   std::printf("%s: %zu bytes, V = %lld, R = %lld, n_embd = %lld\n", out.c_str(), d.bytes.size(),
               (long long)o.n_vocab, (long long)o.rank, (long long)o.n_embd);

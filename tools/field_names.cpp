@@ -1,0 +1,18 @@
+#include "field_names.h"
+
+#include <cstring>
+
+namespace dfsel::tools {
+
+std::string rename_fields(std::string msg, const FieldName* names, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const size_t len = std::strlen(names[i].field);
+    for (size_t at = msg.find(names[i].field); at != std::string::npos; at = msg.find(names[i].field, at)) {
+      msg.replace(at, len, names[i].name);
+      at += std::strlen(names[i].name);
+    }
+  }
+  return msg;
+}
+
+}  // namespace dfsel::tools

@@ -1,0 +1,23 @@
+// The library names the fields of its C API in a refusal ("config.top_k = 100 must be in
+// [1, 64]"); a command speaks of its own flags, or of a draft's keys. The range stays the
+// library's, written once; only the name is put in the user's words.
+#pragma once
+
+#include <string>
+
+namespace dfsel::tools {
+
+struct FieldName {
+  const char* field;  // as the library writes it: "config.top_k"
+  const char* name;   // as the user gave it: "--top-k", "dflash.selector_top_k"
+};
+
+// msg with every field of names[0..n) written as its name.
+std::string rename_fields(std::string msg, const FieldName* names, size_t n);
+
+template <size_t N>
+std::string rename_fields(const std::string& msg, const FieldName (&names)[N]) {
+  return rename_fields(msg, names, N);
+}
+
+}  // namespace dfsel::tools

@@ -1,0 +1,18 @@
+// Numbers given on a command line, parsed whole: a whole number or a finite decimal with
+// nothing before or after it, within a range. One sentence naming the flag and the value on
+// failure. Shared by the dfsel command and dfsel_write_draft.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dfsel::tools {
+
+// A whole decimal integer in [lo, hi]: no "12abc", no "1e3", no "+5".
+bool parse_int(const std::string& flag, const char* v, long long lo, long long hi, long long* out, std::string* err);
+// A whole decimal integer in [0, 2^64).
+bool parse_u64(const std::string& flag, const char* v, uint64_t* out, std::string* err);
+// A finite decimal number (a point, not a comma) in [lo, hi].
+bool parse_float(const std::string& flag, const char* v, double lo, double hi, float* out, std::string* err);
+
+}  // namespace dfsel::tools
