@@ -138,5 +138,18 @@ TEST_F(Buffers, OuterAxesOfZeroAreRefused) {
   EXPECT_NE(refused().find("inputs.hidden.ne[2..3] = {0, 1}"), std::string::npos);
 }
 
+// A workspace larger than the machine's memory is refused before it is allocated, with the
+// sizes named: where the system overcommits memory, allocating and zeroing it would get the
+// process killed (seen with shard.n_ranks = 2^31 - 1 on a 128 GiB machine).
+TEST_F(Buffers, AWorkspaceLargerThanTheMachineIsRefusedBeforeItIsAllocated) {
+  desc.shard.n_ranks = INT32_MAX;
+  char msg[256] = "";
+  dfsel_plan* p = nullptr;
+  EXPECT_EQ(dfsel_plan_create(&desc, &p, msg, sizeof msg), DFSEL_OUT_OF_MEMORY);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(msg).find("more than this machine's"), std::string::npos) << msg;
+  EXPECT_NE(std::string(msg).find("shard.n_ranks = 2147483647"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace dfsel::test

@@ -6,6 +6,7 @@
 // carved from one workspace; a run allocates nothing and starts no thread.
 #include <cinttypes>
 #include <cstring>
+#include <unistd.h>
 #include <system_error>
 #include <vector>
 
@@ -251,6 +252,13 @@ size_t cpu_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape) 
   return carve(desc, shape).total;
 }
 
+// The machine's physical memory in bytes, 0 when the system does not say.
+size_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0 || (unsigned long)pages > SIZE_MAX / (unsigned long)page) return 0;
+  return (size_t)pages * (size_t)page;
+}
+
 Status make_cpu_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std::unique_ptr<Backend>* out) {
   if (desc.workspace && desc.workspace_bytes < cpu_workspace_bytes(desc, shape))
     return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
@@ -261,6 +269,13 @@ Status make_cpu_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std
   if (cpu_workspace_bytes(desc, shape) == SIZE_MAX)
     return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace for config.max_blocks = %d and n_embd = %" PRId64
                 " does not fit in the address space", desc.config.max_blocks, shape.n_embd);
+  // Refused before it is allocated: where the system overcommits memory the allocation itself
+  // succeeds, and zeroing it gets the process killed instead of a status returned.
+  const size_t memory = host_memory_bytes();
+  if (!desc.workspace && memory > 0 && cpu_workspace_bytes(desc, shape) > memory)
+    return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace of %zu bytes (config.max_blocks = %d, shard.n_ranks = %d) is more "
+                "than this machine's %zu bytes of memory", cpu_workspace_bytes(desc, shape), desc.config.max_blocks,
+                desc.shard.n_ranks, memory);
   if (desc.n_threads > kMaxThreads)
     return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d is more than the CPU backend's %d worker threads", desc.n_threads,
                 kMaxThreads);
