@@ -32,7 +32,12 @@ constexpr int kVecsPerThread = 4;   // 16-byte loads per thread per tile
 // (ShardTopKArgs::shares_sms: the plan's gate, gate.cu), leaving each SM room for one CTA.
 constexpr int kRegBoundCtas = 4;
 constexpr int kCtasPerSm = kRegBoundCtas;  // the most; sizes the counters and forced splits
-constexpr int64_t kMinSplitCols = 2048;  // a split chunk smaller than this costs more than it saves
+// A chunk of about one tile (kVecsPerThread x kSelectThreads = 1024 vectors) and at most 1024
+// partial records a row: on one H200 (ShardTopKSplits, 2026-12-01) every decode shape was
+// fastest there, e.g. 1 x 248320 F32 at 64 CTAs a row (8.75 us; 10.1 at 121), 16 x 124160
+// BF16 at 16 (9.29; 11.7 at 33), K = 64 at 16 (24.6; 27.7 at 32).
+constexpr int64_t kMinSplitVecs = 960;
+constexpr int64_t kMaxSplitRecs = 1024;
 constexpr int kRecsPerThread = 8;   // the last CTA holds splits * k <= 2048 records in registers
 
 // Scratch: one ticket counter per split row, then the partial lists. Only rows of a launch
@@ -113,12 +118,13 @@ __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
 }
 
 // Rows split into this many chunks: enough CTAs for about one resident wave, chunks no
-// shorter than kMinSplitCols, and at most 2048 partial records per row for the last CTA.
-int topk_splits(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms, bool shares_sms) {
+// shorter than kMinSplitVecs 16-byte vectors of elem_bytes elements, and at most kMaxSplitRecs
+// partial records per row for the last CTA.
+int topk_splits(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms, bool shares_sms, int elem_bytes) {
   const int per_sm = shares_sms ? kCtasPerSm - 1 : kCtasPerSm;
   int64_t s = (int64_t)(num_sms > 0 ? num_sms : 1) * per_sm / (n_rows > 0 ? n_rows : 1);
-  s = std::min<int64_t>(s, n_cols / kMinSplitCols);
-  s = std::min<int64_t>(s, (int64_t)kSelectThreads * kRecsPerThread / k);
+  s = std::min<int64_t>(s, n_cols * elem_bytes / 16 / kMinSplitVecs);
+  s = std::min<int64_t>(s, kMaxSplitRecs / k);
   return (int)std::max<int64_t>(s, 1);
 }
 
@@ -132,8 +138,9 @@ size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int n
   const int64_t stop = std::min<int64_t>(n_rows, (int64_t)std::max(num_sms, 1) * kCtasPerSm);
   int64_t recs = 0;
   for (int64_t n = 1; n <= stop; ++n) {
-    const int s = std::max(topk_splits((int32_t)n, k, n_cols, num_sms, false),
-                           topk_splits((int32_t)n, k, n_cols, num_sms, true));
+    // F32 rows split the most (4-byte elements: the most vectors a row).
+    const int s = std::max(topk_splits((int32_t)n, k, n_cols, num_sms, false, 4),
+                           topk_splits((int32_t)n, k, n_cols, num_sms, true, 4));
     if (s > 1) recs = std::max<int64_t>(recs, n * s * k);
   }
   return recs == 0 ? 0 : parts_offset(num_sms) + (size_t)recs * sizeof(CandRec);
@@ -147,7 +154,7 @@ int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
   if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_cols || a.n_rows < 0) return 0;
   // Ids are int32: the shard's last id must be one (INT32_MAX - 16 leaves room for a vector).
   if (a.id_offset < 0 || a.id_offset + a.n_cols > INT32_MAX - 16) return 0;
-  if (a.splits <= 0) return topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0);
+  if (a.splits <= 0) return topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0, (int)row_bytes(a.type, 1));
   // Forced, for tuning: the last CTA's records and the counters must fit.
   if ((int64_t)a.splits * a.k > (int64_t)kSelectThreads * kRecsPerThread || a.splits > a.n_cols ||
       (a.splits > 1 && a.n_rows > std::max(num_sms, 1) * kCtasPerSm))
@@ -157,7 +164,8 @@ int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
 
 cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream) {
   // The plan validated the arguments (shard_topk_splits > 0 for them) and sized the scratch.
-  const int splits = a.splits > 0 ? a.splits : topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0);
+  const int splits =
+      a.splits > 0 ? a.splits : topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0, (int)row_bytes(a.type, 1));
   assert(shard_topk_splits(a, num_sms) == splits && (splits == 1 || a.scratch));
   if (a.n_rows == 0) return cudaSuccess;
   const dim3 grid((unsigned)a.n_rows, (unsigned)splits);

@@ -493,9 +493,15 @@ TEST(GpuShardTopK, GridLeavesRoomWhenSharingTheGpu) {
   }
   a.n_rows = 16;
   a.shares_sms = 0;
-  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 33);
+  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 32);  // chunks of about one tile: 31040 vectors / 960
   a.shares_sms = 1;
   EXPECT_EQ(cuda::shard_topk_splits(a, 132), 24);
+  a.type = DFSEL_TYPE_BF16;  // half the vectors a row, half the chunks
+  a.shares_sms = 0;
+  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 16);
+  a.type = DFSEL_TYPE_F32;
+  a.k = 64;  // at most 1024 partial records a row
+  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 16);
   // What shard_topk refuses, shard_topk_splits reports as 0.
   for (int32_t k : {0, 65}) {
     a.k = k;

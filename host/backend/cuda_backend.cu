@@ -143,7 +143,8 @@ class CudaBackend final : public Backend {
     t.out_stride = (size_t)sh_.k;
     t.scratch = base_ + c_.scratch;
     t.shares_sms = 1;  // the gate runs beside it (below)
-    t.splits = in.n_blocks < (int32_t)splits_.size() ? splits_[in.n_blocks] : 1;
+    const std::vector<int>& splits = splits_[row_bytes(in.logits.type, 1) == 4 ? 0 : 1];
+    t.splits = in.n_blocks < (int32_t)splits.size() ? splits[in.n_blocks] : 1;
     // The gate does not depend on the top-K: it runs beside it on a side stream that forks
     // from the caller's stream here and joins it in finish(), just before the lattice, its only
     // reader; the exchange and record packing need only the top-K and do not wait for it (a
@@ -260,19 +261,23 @@ class CudaBackend final : public Backend {
   }
 
   // The top-K's split for every block count that splits rows (more rows split less; past the
-  // table every row is one CTA).
+  // table every row is one CTA), for 4-byte and for 2-byte logits (a chunk is a number of
+  // 16-byte vectors, so 2-byte rows split half as much).
   void plan_topk_splits() {
     cuda::ShardTopKArgs t{};
     t.n_cols = sh_.v_end - sh_.v_begin;
     t.k = sh_.k;
     t.id_offset = sh_.v_begin;
     t.shares_sms = 1;
-    splits_.assign(1, 1);
-    for (int32_t nb = 1; nb <= desc_.config.max_blocks; ++nb) {
-      t.n_rows = nb * sh_.L;
-      const int s = cuda::shard_topk_splits(t, num_sms_);
-      if (s <= 1) break;
-      splits_.push_back(s);
+    for (int w = 0; w < 2; ++w) {
+      t.type = w == 0 ? DFSEL_TYPE_F32 : DFSEL_TYPE_BF16;
+      splits_[w].assign(1, 1);
+      for (int32_t nb = 1; nb <= desc_.config.max_blocks; ++nb) {
+        t.n_rows = nb * sh_.L;
+        const int s = cuda::shard_topk_splits(t, num_sms_);
+        if (s <= 1) break;
+        splits_[w].push_back(s);
+      }
     }
   }
 
@@ -282,7 +287,7 @@ class CudaBackend final : public Backend {
   int num_sms_ = 0;
   cuda::GateDevice gate_dev_{};
   cuda::LatticeLaunch lattice_{};
-  std::vector<int> splits_;  // top-K CTAs per row for n_blocks = index
+  std::vector<int> splits_[2];  // top-K CTAs per row for n_blocks = index: 4-byte, 2-byte logits
   void* owned_ = nullptr;
   uint8_t* base_ = nullptr;
   cudaEvent_t ready_ = nullptr;
