@@ -35,8 +35,9 @@ constexpr int kCtasPerSm = kRegBoundCtas;  // the most; sizes the counters and f
 // A chunk of about one tile (kVecsPerThread x kSelectThreads = 1024 vectors) and at most 1024
 // partial records a row: on one H200 (ShardTopKSplits, 2026-12-01) every decode shape was
 // fastest there, e.g. 1 x 248320 F32 at 64 CTAs a row (8.75 us; 10.1 at 121), 16 x 124160
-// BF16 at 16 (9.29; 11.7 at 33), K = 64 at 16 (24.6; 27.7 at 32).
-constexpr int64_t kMinSplitVecs = 960;
+// BF16 at 16 (9.29; 11.7 at 33), K = 64 at 16 (24.6; 27.7 at 32). 940 keeps 16 x 124160 F32
+// at its measured best, 33 (one wave of 528 CTAs).
+constexpr int64_t kMinSplitVecs = 940;
 constexpr int64_t kMaxSplitRecs = 1024;
 constexpr int kRecsPerThread = 8;   // the last CTA holds splits * k <= 2048 records in registers
 

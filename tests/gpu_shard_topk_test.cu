@@ -493,7 +493,7 @@ TEST(GpuShardTopK, GridLeavesRoomWhenSharingTheGpu) {
   }
   a.n_rows = 16;
   a.shares_sms = 0;
-  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 32);  // chunks of about one tile: 31040 vectors / 960
+  EXPECT_EQ(cuda::shard_topk_splits(a, 132), 33);  // one wave; chunks of about one tile (31040 / 940)
   a.shares_sms = 1;
   EXPECT_EQ(cuda::shard_topk_splits(a, 132), 24);
   a.type = DFSEL_TYPE_BF16;  // half the vectors a row, half the chunks
