@@ -13,6 +13,7 @@
 #include "host/backend/cpu_pool.h"
 #include "host/backend/cpu_simd.h"
 #include "host/backend/cpu_topk.h"
+#include "host/backend/workspace_carve.h"
 #include "host/reference/cpu_reference.h"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/packed_row.cuh"
@@ -35,25 +36,18 @@ CpuCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh) {
   const size_t maxd = (size_t)desc.config.max_blocks * sh.L;
   const ExchangeLayout l = sh.layout_for(desc.config.max_blocks);
   CpuCarve c{};
-  size_t off = 0;
-  // Saturates at SIZE_MAX: max_blocks * (block_size - 1) * n_embd floats can exceed 64 bits.
-  auto take = [&](size_t bytes) {
-    const size_t at = off;
-    if (bytes > SIZE_MAX - 15 || __builtin_add_overflow(off, align16(bytes), &off)) off = SIZE_MAX;
-    return at;
-  };
-  size_t h_bytes;
-  if (__builtin_mul_overflow(maxd, (size_t)sh.n_embd * sizeof(float), &h_bytes)) h_bytes = SIZE_MAX;
-  c.g = take(maxd * padded_rank(sh.R) * sizeof(float));
-  c.h = take(h_bytes);
-  c.send = take(l.bytes);
+  // max_blocks * (block_size - 1) * n_embd floats can exceed 64 bits: the carve saturates.
+  WorkspaceCarve w;
+  c.g = w.take(maxd * padded_rank(sh.R) * sizeof(float));
+  c.h = w.take(WorkspaceCarve::product(maxd, (size_t)sh.n_embd * sizeof(float)));
+  c.send = w.take(l.bytes);
   // One rank exchanges with itself: its records are read where they were written.
-  c.recv = sh.n_ranks == 1 ? c.send : take((size_t)sh.n_ranks * l.bytes);
-  c.merged = take(maxd * sh.k * sizeof(CandRec));
-  c.src = take(maxd * sh.k * sizeof(int32_t));
-  c.recs = take((size_t)sh.n_ranks * sh.k * sizeof(CandRec));
-  c.lattice = take(maxd * sh.k * sh.k * sizeof(float));
-  c.total = off;
+  c.recv = sh.n_ranks == 1 ? c.send : w.take((size_t)sh.n_ranks * l.bytes);
+  c.merged = w.take(maxd * sh.k * sizeof(CandRec));
+  c.src = w.take(maxd * sh.k * sizeof(int32_t));
+  c.recs = w.take((size_t)sh.n_ranks * sh.k * sizeof(CandRec));
+  c.lattice = w.take(maxd * sh.k * sh.k * sizeof(float));
+  c.total = w.total;
   return c;
 }
 
