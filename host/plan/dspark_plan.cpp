@@ -54,7 +54,8 @@ RankSummary summarize_dspark(const dfsel_dspark_plan_desc& d) {
   s.placement = (int32_t)d.placement;
   s.w1_type = (int32_t)d.w1.type;
   s.w2_type = (int32_t)d.w2.type;
-  s.scale_rows = d.w2_scale.data ? (d.w2_scale.ne[0] == 1 ? 1 : 2) : 0;
+  // Presence only: a rank of one row cannot tell one scale from one per row, and need not.
+  s.has_scale = d.w2_scale.data ? 1 : 0;
   s.conf_type = d.conf_w.data ? (int32_t)d.conf_w.type : -1;
   s.has_d2t = d.d2t ? 1 : 0;
   s.logit_scale = d.config.logit_scale;

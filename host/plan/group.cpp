@@ -62,7 +62,7 @@ int fields_of(const RankSummary& a, const RankSummary& b, Field* f) {
         {"placement", kInt, a.placement, b.placement},
         {"w1.type", kType, a.w1_type, b.w1_type},
         {"w2.type", kType, a.w2_type, b.w2_type},
-        {"w2_scale rows (0: none)", kInt, a.scale_rows, b.scale_rows},
+        {"w2_scale (1: given)", kInt, a.has_scale, b.has_scale},
         {"conf_w.type (-1: no confidence head)", kInt, a.conf_type, b.conf_type},
         {"d2t (1: given)", kInt, a.has_d2t, b.has_d2t},
         {"config.logit_scale", kFloat, bits(a.logit_scale), bits(b.logit_scale)},

@@ -18,7 +18,7 @@ struct RankSummary {
   int64_t n_vocab, n_embd, v_begin, v_end;
   float logit_scale, softcap;
   // DSpark plans (kind kDSparkPlan, dspark.h): the rest of their description; 0 for DFlash2.
-  int32_t kind, markov_rank, n_draft, sample_from_anchor, w1_type, w2_type, scale_rows, conf_type, has_d2t;
+  int32_t kind, markov_rank, n_draft, sample_from_anchor, w1_type, w2_type, has_scale, conf_type, has_d2t;
   int64_t n_target_vocab;
   float conf_bias;
 };

@@ -56,6 +56,12 @@ struct DSparkResult {
   std::vector<float> logits, probs, log_norm, confidence;
 };
 
+// A random case: sizes, layout, d2t, scale, confidence head, types, transform and padding.
+DSparkCase random_dspark_case(std::mt19937_64& rng);
+// Random run options for c: 1 to 4 ranks over uneven ranges, placement, greedy or sampling,
+// p_min (with a confidence head), seed and worker count.
+DSparkRunOpts random_dspark_opts(const DSparkCase& c, std::mt19937_64& rng);
+
 // The description of rank s of bounds (or of one rank over [0, V)), on d's weights.
 dfsel_dspark_plan_desc dspark_desc(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, int s);
 dfsel_dspark_inputs dspark_inputs(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, int s);
