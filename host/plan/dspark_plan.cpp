@@ -16,13 +16,19 @@ namespace {
 constexpr const char* kNoCudaChain =
     "the CUDA backend does not run DSpark plans in this version of dfsel; use backend = CPU with host memory";
 
+// What this version runs a valid description on: the CPU backend, in process.
+Status check_backend(const dfsel_dspark_plan_desc& d, dfsel_backend kind) {
+  if (kind == DFSEL_BACKEND_CUDA) return fail(DFSEL_UNSUPPORTED, "%s", kNoCudaChain);
+  if (d.nccl_comm)
+    return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
+  return Status::success();
+}
+
 Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan) {
   DFSEL_TRY(validate_dspark_desc(desc, &plan->shape));
   plan->desc = *desc;
   DFSEL_TRY(resolve_backend(desc->backend, &plan->desc.backend));
-  if (plan->desc.backend == DFSEL_BACKEND_CUDA) return fail(DFSEL_UNSUPPORTED, "%s", kNoCudaChain);
-  if (desc->nccl_comm)
-    return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
+  DFSEL_TRY(check_backend(*desc, plan->desc.backend));
   dfsel_dspark_plan_desc& d = plan->desc;
   if (is_kquant(d.w1.type) || is_kquant(d.w2.type) || (d.conf_w.data && is_kquant(d.conf_w.type))) {
     plan->widened.reset(new WidenedWeights());
@@ -70,7 +76,7 @@ Status dspark_workspace_bytes(const dfsel_dspark_plan_desc* desc, size_t* bytes)
   DFSEL_TRY(validate_dspark_desc(desc, &shape));
   dfsel_backend kind = DFSEL_BACKEND_CPU;
   DFSEL_TRY(resolve_backend(desc->backend, &kind));
-  if (kind == DFSEL_BACKEND_CUDA) return fail(DFSEL_UNSUPPORTED, "%s", kNoCudaChain);
+  DFSEL_TRY(check_backend(*desc, kind));
   *bytes = cpu_dspark_workspace_bytes(*desc, shape);
   if (*bytes == SIZE_MAX)
     return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace for config.max_blocks = %d does not fit in the address space",

@@ -69,9 +69,6 @@ Status check_optional(const dfsel_dspark_plan_desc& d, int64_t shard_rows) {
       if (d.d2t[i] < 0 || d.d2t[i] >= c.n_target_vocab)
         return fail(DFSEL_INVALID_ARGUMENT, "d2t[%" PRId64 "] = %d (draft id %" PRId64 ") is outside [0, config.n_target_vocab = %"
                     PRId64 ")", i, d.d2t[i], d.shard.v_begin + i, c.n_target_vocab);
-  } else if (c.n_target_vocab != c.n_vocab) {
-    return fail(DFSEL_INVALID_ARGUMENT, "config.n_target_vocab = %" PRId64 " differs from config.n_vocab = %" PRId64
-                " but d2t is NULL; without a map the draft ids are the target ids", c.n_target_vocab, c.n_vocab);
   }
   return Status::success();
 }
@@ -159,6 +156,9 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
   if (sharded && d.d2t)
     return fail(DFSEL_INVALID_ARGUMENT, "placement = SHARDED needs the draft ids to be the target ids, but d2t is given; "
                 "replicate W1 (placement = REPLICATED)");
+  if (!d.d2t && c.n_target_vocab != c.n_vocab)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_target_vocab = %" PRId64 " differs from config.n_vocab = %" PRId64
+                " but d2t is NULL; without a map the draft ids are the target ids", c.n_target_vocab, c.n_vocab);
   const int64_t shard_rows = d.shard.v_end - d.shard.v_begin;
   DFSEL_TRY(check_matrix("w1", d.w1, true, c.markov_rank, sharded ? shard_rows : c.n_target_vocab, true));
   DFSEL_TRY(check_matrix("w2", d.w2, true, c.markov_rank, shard_rows, true));
