@@ -8,8 +8,6 @@
 
 namespace dfsel::tools {
 
-namespace {
-
 // A whole decimal integer in [lo, hi], nothing before or after it.
 bool parse_int(const std::string& flag, const char* v, long long lo, long long hi, long long* out, std::string* err) {
   char* end = nullptr;
@@ -64,8 +62,6 @@ bool parse_float(const std::string& flag, const char* v, double lo, double hi, f
   return true;
 }
 
-}  // namespace
-
 void print_usage() {
   std::printf(
       "usage: dfsel [options]\n"
@@ -87,7 +83,8 @@ void print_usage() {
       "  --threads N       CPU backend worker threads, 0 for every core (0)\n"
       "  --gguf FILE       take the selector (sizes, codebooks, W_h) from a DFlash2 GGUF draft;\n"
       "                    its sizes then stand: --vocab, --embd, --rank, --top-k, --block-size\n"
-      "                    are refused with it\n");
+      "                    are refused with it (a DSpark draft runs its chain: dfsel --dspark --help)\n"
+      "  --dspark          run a DSpark draft's Markov chain instead (dfsel --dspark --help)\n");
 }
 
 bool parse_options(int argc, const char* const* argv, Options* o, std::string* err) {

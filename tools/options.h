@@ -19,6 +19,12 @@ struct Options {
   bool help = false;
 };
 
+// One flag's value, whole: a decimal integer in [lo, hi]; a whole number >= 0; a finite
+// decimal number in [lo, hi]. False with *err naming the flag and the value.
+bool parse_int(const std::string& flag, const char* v, long long lo, long long hi, long long* out, std::string* err);
+bool parse_u64(const std::string& flag, const char* v, uint64_t* out, std::string* err);
+bool parse_float(const std::string& flag, const char* v, double lo, double hi, float* out, std::string* err);
+
 // Parses argv[1..argc); false with *err set (one sentence naming the flag and the value).
 bool parse_options(int argc, const char* const* argv, Options* o, std::string* err);
 
