@@ -148,9 +148,8 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
     probe.w1 = dfsel_tensor_2d(stand_in, p.weight_type, p.rank, p.vocab, rb);
     probe.w2 = dfsel_tensor_2d(stand_in, p.weight_type, p.rank, p.vocab, rb);
     if (p.embd > 0) probe.conf_w = dfsel_tensor_2d(stand_in, DFSEL_TYPE_F32, p.embd + p.rank, 1, (size_t)(p.embd + p.rank) * 4);
+    // A synthetic d2t is judged with the real map, at plan creation.
   }
-  probe.config.n_target_vocab = probe.config.n_vocab;  // d2t is judged with the real map
-  probe.d2t = nullptr;
   const dfsel_dspark_plan_desc whole = m.full;
   m.full = probe;
   double need = 0;
