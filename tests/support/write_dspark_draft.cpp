@@ -1,6 +1,15 @@
 // dfsel_write_draft --dspark OUT [options]: a valid DSpark draft (GGUF) written by the fixture
 // writer (support/dspark_draft.h), for `dfsel --gguf` on a DSpark draft (CI runs one of
-// realistic size). Every number is parsed whole; what the loader would refuse is refused here.
+// realistic size) and the fuzzer's DSpark seeds. Every number is parsed whole; what the loader
+// would refuse is refused here.
+//
+// fuzz/corpus/gguf/ DSpark seeds were written with:
+//   dspark_f16.gguf             --vocab 40 --target-vocab 60 --rank 32 --embd 16 --w1-type f16 --w2-type f16
+//                               --conf-type f16 --scale 2 --conf-bias --block 4
+//   dspark_q8_0_anchor_row.gguf --vocab 32 --rank 32 --w1-type q8_0 --w2-type q8_0 --scale 1 --block 5
+//                               --no-anchor-drafting
+//   dspark_q4_k.gguf            --vocab 8 --rank 256 --w1-type bf16 --w2-type q4_k --embd 256 --conf-type q6_k
+//                               --block 3 --d2t-i32 --target-vocab 12
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
