@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_steps.h"
 #include "dspark_runner.h"
 
 #if defined(__x86_64__)
@@ -29,18 +30,7 @@ void CpuDSparkStep(benchmark::State& state) {
   p.threads = (int)state.range(0);
   p.blocks = (int)state.range(1);
   dfsel::tools::DSparkRunner runner;
-  std::string err;
-  if (!runner.setup(p, nullptr, &err)) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  double us = 0;
-  for (auto _ : state) {
-    if (!runner.step(&us, &err)) {
-      state.SkipWithError(err.c_str());
-      return;
-    }
-  }
+  if (!time_steps(state, runner, [&](std::string* err) { return runner.setup(p, nullptr, err); })) return;
   state.counters["w2_bytes_per_s"] =
       benchmark::Counter((double)runner.w2_bytes() * kSteps, benchmark::Counter::kIsIterationInvariantRate);
 }

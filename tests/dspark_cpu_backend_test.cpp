@@ -25,26 +25,12 @@ void expect_bitwise(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r) 
 
 TEST(DSparkCpu, BitwiseTheReferenceOnRandomDrafts) {
   std::mt19937_64 rng(fresh_seed());
-  for (int i = 0; i < 40; ++i) {
-    const DSparkCase c = random_dspark_case(rng);
-    expect_bitwise(c, rng(), random_dspark_opts(c, rng));
-  }
+  for (const auto& [c, r] : random_dspark_runs(rng, 40)) expect_bitwise(c, rng(), r);
 }
 
 TEST(DSparkCpu, BitwiseTheReferenceOnSpecialValues) {
   std::mt19937_64 rng(fresh_seed());
-  for (Special s : {Special::kTies, Special::kNaN, Special::kNegInf, Special::kShortRows, Special::kAllEqual,
-                    Special::kMixed})
-    for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16}) {
-      DSparkCase c = random_dspark_case(rng);
-      c.special = s;
-      c.logits_t = t;
-      for (float temperature : {0.0f, 0.7f}) {
-        DSparkRunOpts r = random_dspark_opts(c, rng);
-        r.temperature = temperature;
-        expect_bitwise(c, rng(), r);
-      }
-    }
+  for (const auto& [c, r] : special_dspark_runs(rng)) expect_bitwise(c, rng(), r);
 }
 
 }  // namespace

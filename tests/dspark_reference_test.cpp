@@ -25,23 +25,12 @@ void expect_oracle(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r) {
 
 TEST(DSparkReference, MatchesTheOracleOnRandomDrafts) {
   std::mt19937_64 rng(fresh_seed());
-  for (int i = 0; i < 40; ++i) {
-    const DSparkCase c = random_dspark_case(rng);
-    expect_oracle(c, rng(), random_dspark_opts(c, rng));
-  }
+  for (const auto& [c, r] : random_dspark_runs(rng, 40)) expect_oracle(c, rng(), r);
 }
 
 TEST(DSparkReference, MatchesTheOracleOnSpecialValues) {
   std::mt19937_64 rng(fresh_seed());
-  for (Special s : {Special::kTies, Special::kNaN, Special::kNegInf, Special::kShortRows, Special::kAllEqual,
-                    Special::kMixed})
-    for (float temperature : {0.0f, 0.8f}) {
-      DSparkCase c = random_dspark_case(rng);
-      c.special = s;
-      DSparkRunOpts r = random_dspark_opts(c, rng);
-      r.temperature = temperature;
-      expect_oracle(c, rng(), r);
-    }
+  for (const auto& [c, r] : special_dspark_runs(rng)) expect_oracle(c, rng(), r);
 }
 
 // The oracle is not fooled: a reference result with one token changed is refused.

@@ -63,16 +63,11 @@ void load_row_or_zeros(const uint8_t* row, dfsel_type t, int32_t R, float* out) 
   else std::memset(out, 0, (size_t)R * sizeof(float));
 }
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public CompletesInRun<Backend> {
  public:
   CpuBackend(const dfsel_plan_desc& desc, const PlanShape& sh)
       : desc_(desc), sh_(sh), c_(carve(desc, sh)), simd_(cpu_has_avx2_fma()), pool_(desc.n_threads) {
-    if (desc.workspace) {
-      base_ = static_cast<uint8_t*>(desc.workspace);
-    } else {
-      owned_.resize(c_.total + 16);
-      base_ = owned_.data();
-    }
+    base_ = workspace_base(desc.workspace, c_.total, &owned_);
     prepare_gate(desc.w_h, simd_, &gate_);
     scratch_.reserve((size_t)pool_.size());
     for (int32_t i = 0; i < pool_.size(); ++i) scratch_.emplace_back(sh.k, sh.R);
@@ -80,12 +75,6 @@ class CpuBackend final : public Backend {
 
   dfsel_backend kind() const override { return DFSEL_BACKEND_CPU; }
   Endpoint endpoint() override { return Endpoint{base_ + c_.send, base_ + c_.recv, -1, nullptr}; }
-  Status query(void*, bool* done) override {
-    *done = true;  // a CPU run completes before dfsel_plan_run returns
-    return Status::success();
-  }
-  Status wait(void*) override { return Status::success(); }
-  Status report() override { return Status::success(); }  // errors return from the run itself
 
   Status select(const dfsel_inputs& in, void*) override {
     const ExchangeLayout l = sh_.layout_for(in.n_blocks);

@@ -44,16 +44,11 @@ DSparkCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh) {
   return c;
 }
 
-class CpuDSpark final : public DSparkBackend {
+class CpuDSpark final : public CompletesInRun<DSparkBackend> {
  public:
   CpuDSpark(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh)
       : d_(desc), sh_(sh), c_(carve(desc, sh)), simd_(cpu_has_avx2_fma()), pool_(desc.n_threads) {
-    if (desc.workspace) {
-      base_ = static_cast<uint8_t*>(desc.workspace);
-    } else {
-      owned_.resize(c_.total + 16);
-      base_ = owned_.data();
-    }
+    base_ = workspace_base(desc.workspace, c_.total, &owned_);
     const size_t maxb = (size_t)desc.config.max_blocks;
     n_items_ = (int32_t)((sh.v_end - sh.v_begin + kRowsPerItem - 1) / kRowsPerItem);
     best_.resize((size_t)n_items_ * maxb);
@@ -74,12 +69,6 @@ class CpuDSpark final : public DSparkBackend {
 
   dfsel_backend kind() const override { return DFSEL_BACKEND_CPU; }
   Endpoint endpoint() override { return Endpoint{base_ + c_.send, base_ + c_.recv, -1, nullptr}; }
-  Status query(void*, bool* done) override {
-    *done = true;  // a CPU run completes before it returns
-    return Status::success();
-  }
-  Status wait(void*) override { return Status::success(); }
-  Status report() override { return Status::success(); }  // errors return from the run itself
 
   Status begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void*) override;
   Status send(int32_t x, void*) override;

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <vector>
+
 #include "kernels/common/exchange_layout.cuh"
 
 namespace dfsel {
@@ -24,5 +26,12 @@ struct WorkspaceCarve {
     return __builtin_mul_overflow(a, b, &p) ? SIZE_MAX : p;
   }
 };
+
+// Where a carve's buffers go: the caller's workspace, or `owned` sized for total bytes.
+inline uint8_t* workspace_base(void* given, size_t total, std::vector<uint8_t>* owned) {
+  if (given) return static_cast<uint8_t*>(given);
+  owned->resize(total + 16);
+  return owned->data();
+}
 
 }  // namespace dfsel

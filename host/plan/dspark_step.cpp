@@ -6,6 +6,7 @@
 
 #include "host/plan/dspark_plan.h"
 #include "host/plan/exchange_round.h"
+#include "host/plan/group_call.h"
 #include "host/plan/validate.h"
 #include "host/plan/wait_for_run.h"
 
@@ -15,46 +16,23 @@ namespace {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// The plans of one call must run one chain: one kind of exchange and backend, the same blocks
-// and draws, and (in process) the whole group by the rule the NCCL set-up applies.
+// The plans of one call must run one chain: one group (host/plan/group_call.h), drawing the
+// same way on every rank.
 Status check_chain(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in, RankSummary* all) {
-  const dfsel_dspark_plan& p0 = *plans[0];
-  const bool whole = p0.exchange->needs_whole_group();
-  for (int i = 0; i < n; ++i) {
-    const dfsel_dspark_plan& p = *plans[i];
-    if (p.exchange->needs_whole_group() != whole)
-      return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] %s an NCCL communicator but plans[0] %s", i,
-                  whole ? "has" : "has no", whole ? "has none" : "has");
-    if (p.backend->kind() != p0.backend->kind())
-      return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] runs on another backend than plans[0]", i);
-    if (in[i].n_blocks != in[0].n_blocks)
-      return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].n_blocks = %d differs from inputs[0].n_blocks = %d", i,
-                  in[i].n_blocks, in[0].n_blocks);
-    // The ranks must rank the same keys and stop at the same steps.
+  for (int i = 1; i < n; ++i)
     if (!same_bits(in[i].temperature, in[0].temperature) || !same_bits(in[i].p_min, in[0].p_min) || in[i].seed != in[0].seed)
       return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d] (temperature %g, p_min %g, seed %llu) differs from inputs[0] "
                   "(temperature %g, p_min %g, seed %llu); the ranks of a chain draw the same way", i, in[i].temperature,
                   in[i].p_min, (unsigned long long)in[i].seed, in[0].temperature, in[0].p_min,
                   (unsigned long long)in[0].seed);
-  }
-  for (int i = 0; i < n; ++i) all[i] = summarize_dspark(plans[i]->desc);
-  if (!whole) return check_same_selector(all, n, "plans");
-  if (n != p0.desc.shard.n_ranks)
-    return fail(DFSEL_INVALID_ARGUMENT, "%d plans given for a group of shard.n_ranks = %d without an NCCL communicator; "
-                "pass every rank of the group", n, p0.desc.shard.n_ranks);
-  return check_group(all, n, "plans");
+  return check_one_group(n, plans, in, all, [](const dfsel_dspark_plan_desc& d) { return summarize_dspark(d); });
 }
 
 }  // namespace
 
 Status run_dspark_group(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,
                         const dfsel_dspark_outputs* out, void* const* streams) {
-  if (n < 1) return fail(DFSEL_INVALID_ARGUMENT, "n = %d plans; at least one is needed", n);
-  if (!plans) return fail(DFSEL_INVALID_ARGUMENT, "plans is NULL");
-  if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
-  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
-  for (int i = 0; i < n; ++i)
-    if (!plans[i]) return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] is NULL", i);
+  DFSEL_TRY(check_group_call(n, plans, in, out));
   DSparkScratch& sc = plans[0]->scratch;
   sc.size_for(n);  // allocates only the first time a group of n plans runs
   for (int i = 0; i < n; ++i) {

@@ -43,6 +43,12 @@ int64_t bits(float f) {
   return (int64_t)u;
 }
 
+template <size_t N>
+int put(const Field (&d)[N], Field* f) {
+  std::copy(std::begin(d), std::end(d), f);
+  return (int)N;
+}
+
 // The fields two ranks of one group must share, by plan kind. Floats compare as bits: the
 // ranks must compute the same transform, so even -0 against +0 is a difference.
 int fields_of(const RankSummary& a, const RankSummary& b, Field* f) {
@@ -69,8 +75,7 @@ int fields_of(const RankSummary& a, const RankSummary& b, Field* f) {
         {"config.softcap", kFloat, bits(a.softcap), bits(b.softcap)},
         {"conf_bias", kFloat, bits(a.conf_bias), bits(b.conf_bias)},
     };
-    std::copy(std::begin(d), std::end(d), f);
-    return (int)(sizeof d / sizeof d[0]);
+    return put(d, f);
   }
   const Field d[] = {
       {"config.n_vocab", kInt, a.n_vocab, b.n_vocab},
@@ -85,8 +90,7 @@ int fields_of(const RankSummary& a, const RankSummary& b, Field* f) {
       {"config.logit_scale", kFloat, bits(a.logit_scale), bits(b.logit_scale)},
       {"config.softcap", kFloat, bits(a.softcap), bits(b.softcap)},
   };
-  std::copy(std::begin(d), std::end(d), f);
-  return (int)(sizeof d / sizeof d[0]);
+  return put(d, f);
 }
 
 // The first field in which b differs from a, written to buf, or nullptr.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "host/plan/exchange_round.h"
+#include "host/plan/group_call.h"
 #include "host/plan/plan.h"
 #include "host/plan/wait_for_run.h"
 #include "host/plan/validate.h"
@@ -18,12 +19,7 @@ Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankS
 
 Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                  void* const* streams) {
-  if (n < 1) return fail(DFSEL_INVALID_ARGUMENT, "n = %d plans; at least one is needed", n);
-  if (!plans) return fail(DFSEL_INVALID_ARGUMENT, "plans is NULL");
-  if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
-  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
-  for (int i = 0; i < n; ++i)
-    if (!plans[i]) return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] is NULL", i);
+  DFSEL_TRY(check_group_call(n, plans, in, out));
   StepScratch& sc = plans[0]->scratch;
   sc.size_for(n);  // allocates only the first time a group of n plans runs
   std::vector<dfsel_outputs>& outs = sc.outs;

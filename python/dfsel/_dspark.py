@@ -6,7 +6,7 @@ from . import _abi, _arrays
 from ._abi import Error, Status, Type
 from ._loader import library
 from ._outputs import _allocate
-from ._plan import _MSG_LEN, _U64, _comm_handle, _enum, _unwrap
+from ._plan import _U64, _Owned, _comm_handle, _create, _enum, _group_size, _unwrap
 
 _FLOATS = (Type.F32, Type.F16, Type.BF16)
 _WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
@@ -62,13 +62,15 @@ class DSparkOutputs:
         return {f: getattr(self, f) for f in FIELDS if getattr(self, f) is not None}
 
 
-class DSparkPlan:
+class DSparkPlan(_Owned):
     """One rank of a DSpark chain. Weights are NumPy arrays (host memory, read in place: they
     must stay unchanged while the plan lives, and the plan keeps them alive): w1 [V_target, R]
     (sharded placement: [v_end - v_begin, R]), w2 [v_end - v_begin, R], optionally w2_scale [1]
     or [v_end - v_begin] float32, conf_w [n_embd + R] (the confidence head; n_embd follows from
     its width), d2t [v_end - v_begin] int32 target ids. logit_scale and softcap transform the base
     logits before the bias (llama.cpp applies neither). One thread at a time may run a plan."""
+
+    _destroy = "dfsel_dspark_plan_destroy"
 
     def __init__(self, *, n_vocab, markov_rank, n_draft, max_blocks, w1, w2, n_target_vocab=None,
                  sample_from_anchor=True, w2_scale=None, conf_w=None, conf_bias=0.0, d2t=None, logit_scale=0.0,
@@ -105,12 +107,7 @@ class DSparkPlan:
             keep.append(v.owner)
         d.nccl_comm = _comm_handle(nccl_comm)
         d.n_threads = _int(n_threads, 32, "n_threads")
-        msg = ctypes.create_string_buffer(_MSG_LEN)
-        ptr = ctypes.c_void_p()
-        st = lib.dfsel_dspark_plan_create(ctypes.byref(d), ctypes.byref(ptr), msg, _MSG_LEN)
-        if st != Status.SUCCESS:
-            raise Error(st, msg.value.decode(errors="replace"))
-        self._ptr, self._lib, self._desc, self._keep = ptr.value, lib, d, keep
+        self._ptr, self._lib, self._desc, self._keep = _create(lib.dfsel_dspark_plan_create, d), lib, d, keep
         self.n_draft, self.max_blocks, self.v_begin, self.v_end = n_draft, max_blocks, v_begin, v_end
         self.n_embd = c.n_embd
         self.rows_per_block = n_draft if sample_from_anchor else n_draft + 1
@@ -144,35 +141,13 @@ class DSparkPlan:
                                 temperature=temperature, p_min=p_min, seed=seed, out=None if out is None else [out],
                                 logits_dtype=logits_dtype, hidden_dtype=hidden_dtype)[0]
 
-    def close(self):
-        if self._ptr:
-            self._lib.dfsel_dspark_plan_destroy(self._ptr)
-            self._ptr = None
-            self._keep = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def dspark_run_group(plans, logits, anchors, *, hidden=None, temperature=0.0, p_min=0.0, seed=0, out=None,
                      logits_dtype=None, hidden_dtype=None):
     """One chain for every rank of an in-process group (dfsel_dspark_run_group): logits, anchors
     (and hidden, out when given) have one entry per plan. Returns a list of DSparkOutputs."""
-    n = len(plans)
-    for name, seq in (("logits", logits), ("anchors", anchors), ("hidden", hidden), ("out", out)):
-        if seq is not None and len(seq) != n:
-            raise Error(Status.INVALID_ARGUMENT, "%s has %d entries for %d plans" % (name, len(seq), n))
-    if n == 0:
-        raise Error(Status.INVALID_ARGUMENT, "plans is empty")
+    n = _group_size(plans, logits=logits, anchors=anchors, hidden=hidden, out=out)
     ins, outs, keep = (_abi.DSparkInputs * n)(), [], []
     for i, p in enumerate(plans):
         if not isinstance(p, DSparkPlan) or not p._ptr:

@@ -304,4 +304,28 @@ DSparkRunOpts random_dspark_opts(const DSparkCase& c, std::mt19937_64& rng) {
   return r;
 }
 
+std::vector<std::pair<DSparkCase, DSparkRunOpts>> random_dspark_runs(std::mt19937_64& rng, int n) {
+  std::vector<std::pair<DSparkCase, DSparkRunOpts>> runs;
+  for (int i = 0; i < n; ++i) {
+    const DSparkCase c = random_dspark_case(rng);
+    runs.emplace_back(c, random_dspark_opts(c, rng));
+  }
+  return runs;
+}
+
+std::vector<std::pair<DSparkCase, DSparkRunOpts>> special_dspark_runs(std::mt19937_64& rng) {
+  std::vector<std::pair<DSparkCase, DSparkRunOpts>> runs;
+  for (Special s : {Special::kTies, Special::kNaN, Special::kNegInf, Special::kShortRows, Special::kAllEqual, Special::kMixed})
+    for (dfsel_type t : kFloats)
+      for (float temperature : {0.0f, 0.7f}) {
+        DSparkCase c = random_dspark_case(rng);
+        c.special = s;
+        c.logits_t = t;
+        DSparkRunOpts r = random_dspark_opts(c, rng);
+        r.temperature = temperature;
+        runs.emplace_back(c, r);
+      }
+  return runs;
+}
+
 }  // namespace dfsel::test

@@ -62,6 +62,11 @@ DSparkCase random_dspark_case(std::mt19937_64& rng);
 // p_min (with a confidence head), seed and worker count.
 DSparkRunOpts random_dspark_opts(const DSparkCase& c, std::mt19937_64& rng);
 
+// n random cases with random run options; every planted special value (ties, NaN, -inf, short
+// rows, all equal, mixed) in F32, F16 and BF16 logits, greedy and sampling, on random cases.
+std::vector<std::pair<DSparkCase, DSparkRunOpts>> random_dspark_runs(std::mt19937_64& rng, int n);
+std::vector<std::pair<DSparkCase, DSparkRunOpts>> special_dspark_runs(std::mt19937_64& rng);
+
 // The description of rank s of bounds (or of one rank over [0, V)), on d's weights.
 dfsel_dspark_plan_desc dspark_desc(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, int s);
 dfsel_dspark_inputs dspark_inputs(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, int s);

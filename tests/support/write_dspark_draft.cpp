@@ -10,6 +10,7 @@
 //                               --no-anchor-drafting
 //   dspark_q4_k.gguf            --vocab 8 --rank 256 --w1-type bf16 --w2-type q4_k --embd 256 --conf-type q6_k
 //                               --block 3 --d2t-i32 --target-vocab 12
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -39,14 +40,13 @@ bool whole(const char* v, long long lo, long long hi, long long* out) {
   return true;
 }
 
+// A type by the lower-case form of the library's own name ("bf16", "q4_k").
 bool type_of(const std::string& s, dfsel_type* t) {
-  static const struct {
-    const char* name;
-    dfsel_type type;
-  } kTypes[] = {{"f32", DFSEL_TYPE_F32},   {"f16", DFSEL_TYPE_F16},   {"bf16", DFSEL_TYPE_BF16},
-                {"q8_0", DFSEL_TYPE_Q8_0}, {"q4_k", DFSEL_TYPE_Q4_K}, {"q6_k", DFSEL_TYPE_Q6_K}};
-  for (const auto& k : kTypes)
-    if (s == k.name) return *t = k.type, true;
+  for (dfsel_type x : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0, DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K}) {
+    std::string name = dfsel_type_name(x);
+    for (char& ch : name) ch = (char)std::tolower((unsigned char)ch);
+    if (s == name) return *t = x, true;
+  }
   return false;
 }
 
