@@ -17,6 +17,7 @@ namespace dfsel {
 namespace {
 
 constexpr int kMaxPassBlocks = 8;  // registers of chains a row feeds at once
+constexpr int kPrefetchRows = 8;   // how far ahead of the rows in work W2 is asked for
 
 #if defined(__x86_64__)
 #define DFSEL_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -48,6 +49,12 @@ DFSEL_AVX2 inline void load16_bf16(const uint8_t* row, int32_t r, __m256* lo, __
   *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), x));
 }
 
+// Bytes of elements [0, r) of a row stored as T (r a multiple of 8, of 32 for Q8_0).
+template <dfsel_type T>
+constexpr size_t offset_of(int32_t r) {
+  return T == DFSEL_TYPE_F32 ? 4 * (size_t)r : T == DFSEL_TYPE_Q8_0 ? (size_t)r / kQ8Block * sizeof(BlockQ8_0) : 2 * (size_t)r;
+}
+
 // ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)), as chained_dot.
 DFSEL_AVX2 inline float meet_chains(__m256 c) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));
@@ -65,9 +72,13 @@ DFSEL_AVX2 void dots_avx2(const uint8_t* row, size_t stride, const MarkovPass& p
   for (int i = 0; i < NR; ++i)
     for (int b = 0; b < NB; ++b) acc[i][b] = _mm256_setzero_ps();
   const int32_t full = p.R / 8 * 8;
+  // The hardware prefetchers do not run far enough ahead of a loop this slow: each load asks
+  // for the same bytes kPrefetchRows rows on (measured: 153 cycles a row without, 68 with).
+  const uint8_t* ahead = row + kPrefetchRows * stride;
   int32_t r = 0;
   if (T == DFSEL_TYPE_BF16)  // sixteen at a time: the widening then costs shuffles alone
     for (; r + 16 <= full; r += 16) {
+      for (int i = 0; i < NR; ++i) _mm_prefetch(reinterpret_cast<const char*>(ahead + i * stride + offset_of<T>(r)), _MM_HINT_T0);
       __m256 lo[NR], hi[NR];
       for (int i = 0; i < NR; ++i) load16_bf16(row + i * stride, r, &lo[i], &hi[i]);
       for (int b = 0; b < NB; ++b) {
@@ -76,6 +87,7 @@ DFSEL_AVX2 void dots_avx2(const uint8_t* row, size_t stride, const MarkovPass& p
       }
     }
   for (; r < full; r += 8) {
+    for (int i = 0; i < NR; ++i) _mm_prefetch(reinterpret_cast<const char*>(ahead + i * stride + offset_of<T>(r)), _MM_HINT_T0);
     __m256 w[NR];
     for (int i = 0; i < NR; ++i) w[i] = load8<T>(row + i * stride, r);
     for (int b = 0; b < NB; ++b) {
