@@ -47,7 +47,7 @@ DSparkCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh) {
 class CpuDSpark final : public CompletesInRun<DSparkBackend> {
  public:
   CpuDSpark(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh)
-      : d_(desc), sh_(sh), c_(carve(desc, sh)), simd_(cpu_has_avx2_fma()), pool_(desc.n_threads) {
+      : d_(desc), sh_(sh), c_(carve(desc, sh)), isa_(cpu_pass_isa()), pool_(desc.n_threads) {
     base_ = workspace_base(desc.workspace, c_.total, &owned_);
     const size_t maxb = (size_t)desc.config.max_blocks;
     n_items_ = (int32_t)((sh.v_end - sh.v_begin + kRowsPerItem - 1) / kRowsPerItem);
@@ -95,7 +95,7 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
   dfsel_dspark_plan_desc d_;
   DSparkShape sh_;
   DSparkCarve c_;
-  bool simd_;
+  PassIsa isa_;
   int32_t n_items_ = 0;
   uint8_t* base_ = nullptr;
   std::vector<uint8_t> owned_;
@@ -172,7 +172,7 @@ void CpuDSpark::local_pass(int32_t k) {
     MarkovBest* best = &best_[(size_t)item * d_.config.max_blocks];
     for (int32_t i = 0; i < n_pass_; ++i) best[i] = MarkovBest{0, -1, 0.0f, -INFINITY};
     const int64_t r0 = item * kRowsPerItem, r1 = r0 + kRowsPerItem < vs ? r0 + kRowsPerItem : vs;
-    markov_rows(p, r0, r1, simd_, best);
+    markov_rows(p, r0, r1, isa_, best);
   };
   if (n_pass_ > 0) pool_.run(n_items_, rows);
   // Keys and maxima combine exactly, so the items' order does not matter.

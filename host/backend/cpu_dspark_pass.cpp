@@ -1,26 +1,23 @@
 // The CPU backend's DSpark pass (cpu_dspark_pass.h). Eight consecutive elements of a W2 row
 // fill one AVX2 register, so lane j holds chain j of kernels/common/dspark_math.cuh; each
 // block keeps its own register of chains while the row goes by once, and the lanes meet in
-// the rule's order. The rest of a row (l, key, best) is the reference's scalar code.
+// the rule's order (AVX-512 does the same for two rows a register: cpu_dspark_avx512.cpp).
+// The rest of a row (l, key, best) is the reference's scalar code, or AVX2 where greedy.
 #include "host/backend/cpu_dspark_pass.h"
 
 #include <cstring>
 
+#include "host/backend/cpu_dspark_lanes.h"
+#include "host/backend/cpu_simd.h"
 #include "kernels/common/order.cuh"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace dfsel {
 
 namespace {
 
 constexpr int kMaxPassBlocks = 8;  // registers of chains a row feeds at once
-constexpr int kPrefetchRows = 8;   // how far ahead of the rows in work W2 is asked for
 
 #if defined(__x86_64__)
-#define DFSEL_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 template <dfsel_type T>
 DFSEL_AVX2 inline __m256 load8(const uint8_t* row, int32_t r) {
@@ -49,19 +46,6 @@ DFSEL_AVX2 inline void load16_bf16(const uint8_t* row, int32_t r, __m256* lo, __
   *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), x));
 }
 
-// Bytes of elements [0, r) of a row stored as T (r a multiple of 8, of 32 for Q8_0).
-template <dfsel_type T>
-constexpr size_t offset_of(int32_t r) {
-  return T == DFSEL_TYPE_F32 ? 4 * (size_t)r : T == DFSEL_TYPE_Q8_0 ? (size_t)r / kQ8Block * sizeof(BlockQ8_0) : 2 * (size_t)r;
-}
-
-// ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)), as chained_dot.
-DFSEL_AVX2 inline float meet_chains(__m256 c) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-
 // W2[v + i] . e_b for NR consecutive rows and NB blocks into dot[i * NB + b]: NR * NB
 // independent chains hide the fused multiply-add's latency, and each e_b load serves every
 // row. The last partial group of eight (R % 8 != 0) touches only the lanes of real elements:
@@ -72,8 +56,6 @@ DFSEL_AVX2 void dots_avx2(const uint8_t* row, size_t stride, const MarkovPass& p
   for (int i = 0; i < NR; ++i)
     for (int b = 0; b < NB; ++b) acc[i][b] = _mm256_setzero_ps();
   const int32_t full = p.R / 8 * 8;
-  // The hardware prefetchers do not run far enough ahead of a loop this slow: each load asks
-  // for the same bytes kPrefetchRows rows on (measured: 153 cycles a row without, 68 with).
   const uint8_t* ahead = row + kPrefetchRows * stride;
   int32_t r = 0;
   if (T == DFSEL_TYPE_BF16)  // sixteen at a time: the widening then costs shuffles alone
@@ -154,12 +136,20 @@ int rows_at_once(int) { return 1; }
 bool dots_simd(const uint8_t*, size_t, int, const MarkovPass&, const float* const*, int, float*) { return false; }
 #endif
 
-// W2 rows [v, v + nr) . e_b for nb blocks into dot[i * nb + b].
-void dots(const uint8_t* row, size_t stride, int nr, const MarkovPass& p, const float* const* e, int nb, bool simd,
-          float* dot) {
-  if (simd && dots_simd(row, stride, nr, p, e, nb, dot)) return;
-  for (int i = 0; i < nr; ++i)
-    for (int b = 0; b < nb; ++b) dot[i * nb + b] = markov_dot(row + i * stride, p.w2_type, e[b], p.R);
+// Rows from `row` (at most `left` of them) . e_b for nb blocks into dot[i * nb + b]; the rows
+// done: as many as the widest call isa has for them, else one.
+int dots(const uint8_t* row, size_t stride, int left, const MarkovPass& p, const float* const* e, int nb, PassIsa isa,
+         float* dot) {
+#if defined(__x86_64__)
+  if (isa == PassIsa::kAvx512 && left >= 2) {
+    const int pairs = left >= 2 * pairs_at_once(nb) ? pairs_at_once(nb) : 1;
+    if (dots_avx512(row, stride, pairs, p, e, nb, dot)) return 2 * pairs;
+  }
+#endif
+  const int nr = left >= rows_at_once(nb) ? rows_at_once(nb) : 1;
+  if (isa != PassIsa::kPlain && dots_simd(row, stride, nr, p, e, nb, dot)) return nr;
+  for (int b = 0; b < nb; ++b) dot[b] = markov_dot(row, p.w2_type, e[b], p.R);
+  return 1;
 }
 
 #if defined(__x86_64__)
@@ -222,25 +212,30 @@ void post1(const MarkovPass& p, int32_t b, int64_t v, float dot, MarkovBest& m) 
 
 }  // namespace
 
-void markov_rows(const MarkovPass& p, int64_t r0, int64_t r1, bool simd, MarkovBest* best) {
+PassIsa cpu_pass_isa() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  simd = simd && ((p.w2_type != DFSEL_TYPE_F16 && p.z_type != DFSEL_TYPE_F16) || __builtin_cpu_supports("f16c"));
+  if (!cpu_has_avx2_fma() || !__builtin_cpu_supports("f16c")) return PassIsa::kPlain;
+  const bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  return avx512 ? PassIsa::kAvx512 : PassIsa::kAvx2;
+#else
+  return PassIsa::kPlain;
 #endif
-  // Eight rows at a time: their dot products (nr rows a call), then per block l and the best.
+}
+
+void markov_rows(const MarkovPass& p, int64_t r0, int64_t r1, PassIsa isa, MarkovBest* best) {
+  // Eight rows at a time: their dot products (as many rows a call as the isa takes), then per
+  // block l and the best.
   // Sampling (a Philox draw a row) and softcap (tanhf) take the reference's scalar path.
-  const bool vector_post = simd && !p.sampling && p.transform.softcap <= 0.0f;
-  const int nr = rows_at_once(p.n_blocks < kMaxPassBlocks ? p.n_blocks : kMaxPassBlocks);
+  const bool vector_post = isa != PassIsa::kPlain && !p.sampling && p.transform.softcap <= 0.0f;
   float dot[8 * kMaxPassBlocks], by_row[8], scale[8];
   for (int64_t v0 = r0; v0 < r1; v0 += 8) {
     const int rows = r1 - v0 < 8 ? (int)(r1 - v0) : 8;
     for (int i = 0; i < rows; ++i) scale[i] = !p.scale ? 1.0f : p.scale[p.scale_rows == 1 ? 0 : v0 + i];
     for (int32_t b0 = 0; b0 < p.n_blocks; b0 += kMaxPassBlocks) {
       const int nb = p.n_blocks - b0 < kMaxPassBlocks ? p.n_blocks - b0 : kMaxPassBlocks;
-      for (int i = 0; i < rows;) {
-        const int n = rows - i >= nr ? nr : 1;
-        dots(p.w2 + (size_t)(v0 + i) * p.w2_stride, p.w2_stride, n, p, p.e + b0, nb, simd, dot + i * nb);
-        i += n;
-      }
+      for (int i = 0; i < rows;)
+        i += dots(p.w2 + (size_t)(v0 + i) * p.w2_stride, p.w2_stride, rows - i, p, p.e + b0, nb, isa, dot + i * nb);
       for (int j = 0; j < nb; ++j) {
         const int32_t b = b0 + j;
         for (int i = 0; i < rows; ++i) by_row[i] = dot[i * nb + j];

@@ -1,8 +1,9 @@
 // The CPU backend's pass over a shard's rows for one DSpark step (docs/dspark.md): every W2 row
 // read once for all the blocks of the step (a GEMM, not a GEMV a block), each dot product in
-// the eight-chain order of kernels/common/dspark_math.cuh (one AVX2 register holds the eight
-// chains), then the biased logit, the step's key and the shard's best and largest l per block.
-// Bitwise the rules the reference composes; AVX2 and FMA only where the CPU has them.
+// the eight-chain order of kernels/common/dspark_math.cuh (one AVX2 register holds a row's
+// eight chains, one AVX-512 register two rows'), then the biased logit, the step's key and the
+// shard's best and largest l per block. Bitwise the rules the reference composes whichever
+// instructions run; each vector path only where the CPU has it.
 #pragma once
 
 #include <stdint.h>
@@ -11,6 +12,13 @@
 #include "kernels/common/dspark_math.cuh"
 
 namespace dfsel {
+
+// The instructions the pass's dot products use: plain C++ (markov_dot itself), AVX2 with FMA,
+// or AVX-512 (F, BW, DQ) beside them.
+enum class PassIsa { kPlain, kAvx2, kAvx512 };
+
+// The widest this CPU has.
+PassIsa cpu_pass_isa();
 
 // One step of the pass; rows are the shard's local rows [0, v_end - v_begin).
 struct MarkovPass {
@@ -43,8 +51,8 @@ struct MarkovBest {
 };
 
 // Rows [r0, r1) of the pass into best[0..n_blocks), which holds what earlier rows found
-// (start from key 0, id -1, row_max -inf). simd: cpu_has_avx2_fma().
-void markov_rows(const MarkovPass& p, int64_t r0, int64_t r1, bool simd, MarkovBest* best);
+// (start from key 0, id -1, row_max -inf). isa: at most cpu_pass_isa().
+void markov_rows(const MarkovPass& p, int64_t r0, int64_t r1, PassIsa isa, MarkovBest* best);
 
 // The normaliser of stored l[r0, r1) against the row's maximum m, added to *sum.
 void norm_rows(const float* l, int64_t r0, int64_t r1, float m, float temperature, NormSum* sum);
