@@ -11,6 +11,10 @@
 #include "host/backend/cpu_simd.h"
 #include "kernels/common/order.cuh"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 namespace dfsel {
 
 namespace {
@@ -214,7 +218,10 @@ void post1(const MarkovPass& p, int32_t b, int64_t v, float dot, MarkovBest& m) 
 
 PassIsa cpu_pass_isa() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (!cpu_has_avx2_fma() || !__builtin_cpu_supports("f16c")) return PassIsa::kPlain;
+  // F16C from CPUID itself: clang's __builtin_cpu_supports does not know the name.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  if (!cpu_has_avx2_fma() || !f16c) return PassIsa::kPlain;
   const bool avx512 =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
   return avx512 ? PassIsa::kAvx512 : PassIsa::kAvx2;
