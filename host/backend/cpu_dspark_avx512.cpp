@@ -62,6 +62,24 @@ DFSEL_AVX512 inline void load16x2_bf16(const uint8_t* a, const uint8_t* b, int32
 // Eight e values from r in both halves of a register.
 DFSEL_AVX512 inline __m512 e8x2(const float* e, int32_t r) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(e + r)); }
 
+// The dot products of eight rows, in row order, from their pairs' registers of chains: each
+// row's chains meet as meet_chains has them meet, x_k = c_k + c_(k+4), u_k = x_k + x_(k+2),
+// u_0 + u_1, but the eight rows at once and into one vector (no trip through memory).
+DFSEL_AVX512 inline __m256 meet_eight_rows(__m512 p01, __m512 p23, __m512 p45, __m512 p67) {
+  // x of rows 0-3, a 128-bit lane each (c0-3 of each row plus its c4-7), and of rows 4-7.
+  const __m512 x03 = _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(p01, p23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 x47 = _mm512_add_ps(_mm512_shuffle_f32x4(p45, p67, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(p45, p67, _MM_SHUFFLE(3, 1, 3, 1)));
+  // Lane k: u0, u1 of row k, then of row k + 4.
+  const __m512 u = _mm512_add_ps(_mm512_shuffle_ps(x03, x47, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(x03, x47, _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lane k: the dot products of rows k and k + 4 (twice); gathered into row order.
+  const __m512 d = _mm512_add_ps(_mm512_shuffle_ps(u, u, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(u, u, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_castps512_ps256(
+      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), d));
+}
+
 // Rows 2i and 2i + 1 (i < NP) . e_b for NB blocks: NP * NB registers of chains, each e_b load
 // serving every pair. The last partial group of eight (R % 8 != 0) touches only the lanes of
 // real elements: a lane without one keeps its chain as it was, -0 included.
@@ -104,10 +122,15 @@ DFSEL_AVX512 void dots_pairs(const uint8_t* row, size_t stride, const MarkovPass
       for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_mask3_fmadd_ps(wv, e8x2(e[b], full), acc[i][b], lanes);
     }
   }
+  if constexpr (NP == 4) {
+    for (int b = 0; b < NB; ++b)
+      _mm256_storeu_ps(dot + b * kGroupRows, meet_eight_rows(acc[0][b], acc[1][b], acc[2][b], acc[3][b]));
+    return;
+  }
   for (int i = 0; i < NP; ++i)
     for (int b = 0; b < NB; ++b) {
-      dot[2 * i * NB + b] = meet_chains(_mm512_castps512_ps256(acc[i][b]));
-      dot[(2 * i + 1) * NB + b] = meet_chains(_mm512_extractf32x8_ps(acc[i][b], 1));
+      dot[b * kGroupRows + 2 * i] = meet_chains(_mm512_castps512_ps256(acc[i][b]));
+      dot[b * kGroupRows + 2 * i + 1] = meet_chains(_mm512_extractf32x8_ps(acc[i][b], 1));
     }
 }
 

@@ -22,6 +22,10 @@ namespace dfsel {
 // for the same bytes kPrefetchRows rows on (measured: 153 cycles a row without, 68 with).
 constexpr int kPrefetchRows = 8;
 
+// Rows the pass takes at a time. Dot products are stored block by block, row i of block b at
+// dot[b * kGroupRows + i], so that a block's eight are one vector load for the rest of the row.
+constexpr int kGroupRows = 8;
+
 // Bytes of elements [0, r) of a row stored as T (r a multiple of 8, of 32 for Q8_0).
 template <dfsel_type T>
 constexpr size_t offset_of(int32_t r) {
@@ -39,7 +43,8 @@ DFSEL_AVX2 inline float meet_chains(__m256 c) {
 // blocks' chains within the thirty-two registers; beyond, two.
 constexpr int pairs_at_once(int nb) { return nb <= 4 ? 4 : 2; }
 
-// W2 rows [0, 2 * pairs) from `row` . e_b for nb blocks into dot[i * nb + b], as markov_dot;
+// W2 rows [0, 2 * pairs) from `row` . e_b for nb blocks into dot[b * kGroupRows + i], as
+// markov_dot;
 // false where no such call exists (pairs other than 1 or pairs_at_once(nb), nb above 8).
 bool dots_avx512(const uint8_t* row, size_t stride, int pairs, const MarkovPass& p, const float* const* e, int nb,
                  float* dot);
