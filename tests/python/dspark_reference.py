@@ -27,7 +27,7 @@ def gumbel(seed, block, step, ids):
 def check_chain(pr, out, temperature, p_min, seed, tol=1e-4):
     """pr: a dict of float64 arrays z [rows, V], w1 [V_target, R], w2 [V, R], scale (None, [1] or
     [V]), conf (None or [E + R]), conf_bias, h [rows, E], d2t (None or [V]), anchors, N,
-    from_anchor. out: a DSparkOutputs. Returns the steps compared."""
+    from_anchor. out: a DSparkOutputs. Returns the steps compared (a p_min stop is one)."""
     N, V = pr["N"], pr["w2"].shape[0]
     rows = N if pr["from_anchor"] else N + 1
     compared = 0
@@ -44,6 +44,7 @@ def check_chain(pr, out, temperature, p_min, seed, tol=1e-4):
                     break
                 if p_min > 0 and conf < p_min:
                     assert out.tokens[b, k - 1] == -1 and out.n_emitted[b] == k - 1, (b, k)
+                    compared += 1
                     break
             bias = pr["w2"] @ e
             if pr["scale"] is not None:
