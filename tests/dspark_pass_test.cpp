@@ -24,7 +24,7 @@ struct PassCase {
   dfsel_type w2_t = DFSEL_TYPE_F32, z_t = DFSEL_TYPE_F32;
   int scale_rows = 0;  // 0: none, 1: one, 2: one per row
   bool sampling = false, softcap = false;
-  size_t w2_pad = 0;   // bytes between rows beyond the row itself
+  size_t w2_pad = 0;   // bytes between rows beyond the row itself, a multiple of the element's alignment
   std::string str() const {
     return "R=" + std::to_string(R) + " blocks=" + std::to_string(n_blocks) + " rows=" + std::to_string(rows) +
            " r0=" + std::to_string(r0) + " w2=" + dfsel_type_name(w2_t) + " z=" + dfsel_type_name(z_t) +
@@ -153,7 +153,7 @@ TEST(DSparkPass, EveryInstructionSetIsTheRulesOnManyShapes) {
     c.scale_rows = (int)(rng() % 3);
     c.sampling = rng() % 3 == 0;
     c.softcap = rng() % 4 == 0;
-    c.w2_pad = (size_t)(rng() % 3) * 2;
+    c.w2_pad = (size_t)(rng() % 3) * (c.w2_t == DFSEL_TYPE_F32 ? 4 : 2);  // Q8_0: its f16 scale
     expect_rules(c, rng());
     if (HasFatalFailure()) return;
   }
