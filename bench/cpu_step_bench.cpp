@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "cpu_steps.h"
 #include "synthetic.h"
 
 namespace {
@@ -18,18 +19,7 @@ void CpuStep(benchmark::State& state) {
   p.threads = (int)state.range(0);
   p.blocks = (int)state.range(1);
   dfsel::tools::Runner runner;
-  std::string err;
-  if (!runner.setup(p, &err)) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  double us = 0;
-  for (auto _ : state) {
-    if (!runner.step(&us, &err)) {
-      state.SkipWithError(err.c_str());
-      return;
-    }
-  }
+  if (!time_steps(state, runner, [&](std::string* err) { return runner.setup(p, err); })) return;
   state.counters["logits_per_s"] = benchmark::Counter(
       (double)p.vocab * p.blocks * (p.block - 1), benchmark::Counter::kIsIterationInvariantRate);
 }

@@ -1,7 +1,7 @@
 // Bytes as a GGUF draft, through every layer that reads one: gguf::File::parse, the metadata
-// reads and renderings, gguf::Selector::load (whole vocabulary and a shard), the C API of
-// include/dfsel/gguf.h on an in-memory file, and a CPU plan that runs one step on the selector
-// the file describes. A malformed file must come back as a status; anything that reads past
+// reads and renderings, gguf::Selector::load and gguf::DSparkDraft::load (whole vocabulary and
+// a shard), the C API of include/dfsel/gguf.h and dspark.h on an in-memory file, and a CPU plan
+// that runs one step (DFlash2) or one chain (DSpark) on what the file describes. A malformed file must come back as a status; anything that reads past
 // the input or overflows is a sanitizer report.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dfsel/dfsel.h"
+#include "dfsel/dspark.h"
 #include "dfsel/gguf.h"
 #include "host/gguf/gguf.h"
 #include "kernels/common/numeric.cuh"
@@ -115,6 +116,61 @@ void run_plan(const dfsel_config& file_cfg, const dfsel_tensor& e_prev, const df
   dfsel_plan_destroy(plan);
 }
 
+// One CPU chain on the Markov head a DSpark draft describes, when the sizes keep it quick.
+void run_dspark(dfsel_dspark_plan_desc desc, uint32_t seed) {
+  dfsel_dspark_config& c = desc.config;
+  const int64_t rows = c.sample_from_anchor ? c.n_draft : int64_t(c.n_draft) + 1;
+  if (c.n_draft > 64 || c.n_vocab * rows > (1 << 20) || c.n_embd * rows > (1 << 20)) return;
+  c.max_blocks = 1;
+  desc.shard.rank = 0;
+  desc.shard.n_ranks = 1;
+  desc.backend = DFSEL_BACKEND_CPU;
+  char msg[128];
+  dfsel_dspark_plan* plan = nullptr;
+  const dfsel_status created = dfsel_dspark_plan_create(&desc, &plan, msg, sizeof msg);
+  expect(created == DFSEL_SUCCESS || msg[0] != '\0', "a refused DSpark plan without a message");
+  if (created != DFSEL_SUCCESS) return;
+  std::vector<float> logits(size_t(c.n_vocab * rows)), hidden(size_t(c.n_embd * rows));
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = float((i * 2654435761u + seed) % 1000) / 100.0f;
+  for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = float((i * 40503u + seed) % 200) / 100.0f - 1.0f;
+  const int32_t anchor = int32_t(seed % uint32_t(c.n_target_vocab));
+  dfsel_dspark_inputs in{};
+  in.logits = dfsel_tensor_2d(logits.data(), DFSEL_TYPE_F32, c.n_vocab, rows, size_t(c.n_vocab) * 4);
+  if (c.n_embd > 0) in.hidden = dfsel_tensor_2d(hidden.data(), DFSEL_TYPE_F32, c.n_embd, rows, size_t(c.n_embd) * 4);
+  in.anchors = &anchor;
+  in.n_blocks = 1;
+  in.temperature = seed & 1 ? 0.7f : 0.0f;
+  in.p_min = c.n_embd > 0 && (seed & 2) ? 0.5f : 0.0f;
+  in.seed = seed;
+  std::vector<int32_t> tokens(size_t(c.n_draft), -7);
+  int32_t n_emitted = -1;
+  const dfsel_dspark_outputs out{1, tokens.data(), &n_emitted, nullptr, nullptr, nullptr, nullptr, nullptr};
+  expect(dfsel_dspark_plan_run(plan, &in, &out, nullptr) == DFSEL_SUCCESS, "a chain on a loaded draft failed");
+  expect(n_emitted >= 0 && n_emitted <= c.n_draft, "n_emitted is outside [0, N]");
+  for (int32_t k = 0; k < n_emitted; ++k)
+    expect(tokens[size_t(k)] >= 0 && tokens[size_t(k)] < c.n_target_vocab, "a drafted token is outside [0, V_target)");
+  dfsel_dspark_plan_destroy(plan);
+}
+
+// A DSpark draft through the C API: its description and every byte of its views.
+void exercise_dspark(const dfsel_gguf* g, uint32_t seed) {
+  dfsel_dspark_plan_desc d{};
+  dfsel_config cfg;
+  dfsel_tensor t;
+  expect(dfsel_gguf_dspark_desc(g, &d) == DFSEL_SUCCESS, "dspark_desc failed");
+  expect(dfsel_gguf_config(g, &cfg) == DFSEL_INVALID_ARGUMENT, "config answered for a DSpark draft");
+  expect(dfsel_gguf_tensors(g, &t, &t, &t) == DFSEL_INVALID_ARGUMENT, "tensors answered for a DSpark draft");
+  const int64_t rows = d.shard.v_end - d.shard.v_begin;
+  expect(d.w2.ne[1] == rows && d.w1.ne[1] == d.config.n_target_vocab, "Markov rows != the range");
+  touch(d.w1);
+  touch(d.w2);
+  if (d.conf_w.data) touch(d.conf_w);
+  if (d.w2_scale.data) touch(d.w2_scale);
+  for (int64_t i = 0; d.d2t && i < rows; ++i)
+    expect(d.d2t[i] >= 0 && d.d2t[i] < d.config.n_target_vocab, "a d2t entry outside [0, V_target)");
+  if (d.shard.v_begin == 0 && d.shard.v_end == d.config.n_vocab) run_dspark(d, seed);
+}
+
 // The C API on a path: an in-memory file (memfd) named through /proc/self/fd.
 class MemoryFile {
  public:
@@ -146,6 +202,13 @@ void exercise_c_api(const char* path, int64_t v_begin, int64_t v_end, uint32_t s
   expect((s == DFSEL_SUCCESS) == (g != nullptr), "open's status and handle disagree");
   expect(std::memchr(msg, '\0', sizeof msg) != nullptr, "the open message is not terminated");
   if (g == nullptr) return;
+  dfsel_draft_kind kind{};
+  expect(dfsel_gguf_draft_kind(g, &kind) == DFSEL_SUCCESS, "draft_kind failed");
+  if (kind == DFSEL_DRAFT_DSPARK) {
+    exercise_dspark(g, seed);
+    dfsel_gguf_close(g);
+    return;
+  }
   dfsel_config cfg;
   dfsel_tensor ep, en, wh;
   int64_t vb, ve, n_kv, n_t;
@@ -198,6 +261,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int64_t v_begin = -1, v_end = -1;
   if (parsed.ok()) {
     exercise_file(f);
+    dfsel::gguf::DSparkDraft dspark;
+    const dfsel::Status markov = dfsel::gguf::DSparkDraft::load(f, -1, -1, &dspark);
+    expect(markov.ok() || !markov.msg.empty(), "a failure without a message");
+    if (markov.ok()) {  // a shard chosen by the input, as for the selector below
+      const int64_t V = dspark.v_end();
+      v_begin = int64_t(seed % uint64_t(V + 1)) - (seed >> 30 == 3 ? 1 : 0);
+      v_end = v_begin + 1 + int64_t((seed >> 8) % uint64_t(V + 1));
+    }
     dfsel::gguf::Selector sel;
     const dfsel::Status loaded = dfsel::gguf::Selector::load(f, -1, -1, &sel);
     expect(loaded.ok() || !loaded.msg.empty(), "a failure without a message");

@@ -5,47 +5,16 @@
 #include <cstring>
 #include <new>
 
+#include "host/api_support.h"
 #include "host/plan/plan.h"
 #include "host/plan/validate.h"
 #include "kernels/common/numeric.cuh"
 
 using dfsel::Status;
+using dfsel::copy_msg;
 using dfsel::fail;
-
-namespace {
-
-void copy_msg(const Status& s, char* msg, size_t msg_len) {
-  if (!msg || msg_len == 0) return;
-  const size_t n = std::min(msg_len - 1, s.msg.size());
-  std::memcpy(msg, s.msg.data(), n);
-  msg[n] = '\0';
-}
-
-// Runs f, turning an escaping exception into a status; what is called `what` names the call.
-template <class F>
-Status guarded(const char* what, F f) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(DFSEL_OUT_OF_MEMORY, "allocation failed during %s", what);
-  } catch (...) {
-    return fail(DFSEL_INTERNAL_ERROR, "unexpected exception during %s", what);
-  }
-}
-
-// Keeps s as the plan's last error; a failure to store the message must not escape either.
-dfsel_status record(dfsel_plan* plan, const Status& s) {
-  if (plan) {
-    try {
-      plan->last_error = s.msg;
-    } catch (...) {
-      plan->last_error.clear();
-    }
-  }
-  return s.code;
-}
-
-}  // namespace
+using dfsel::guarded;
+using dfsel::record;
 
 extern "C" {
 

@@ -15,6 +15,7 @@
 #include "dfsel/dfsel.h"
 #include "options.h"
 #include "support/gguf_writer.h"
+#include "tool_run.h"
 
 namespace {
 
@@ -79,25 +80,11 @@ TEST(ToolOptions, GgufSetsTheSizesAndNeedsAName) {
   EXPECT_TRUE(parse({"--gguf", "draft.gguf", "--blocks", "2", "--steps", "1"}, &o, &err)) << err;
 }
 
-struct CliRun {
-  int status = -1;  // exit status, or -1 when a signal ended it
-  int signal = 0;
-  std::string output;
-};
+using dfsel::test::CliRun;
 
 // Runs the command with args (under `timeout 120`, so that a hang fails rather than blocks).
 CliRun run(const std::string& args, int timeout_s = 120) {
-  CliRun r;
-  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + DFSEL_CLI_BIN + " " + args + " 2>&1";
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int st = pclose(p);
-  if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
-  return r;
+  return dfsel::test::run_command(std::string(DFSEL_CLI_BIN) + " " + args, timeout_s);
 }
 
 // Requests that used to be allocated before they were judged (std::bad_alloc, SIGABRT).
@@ -266,16 +253,9 @@ TEST(ToolWriteDraft, RefusesDraftsTheReaderRejects) {
   const std::string out = testing::TempDir() + "refused.gguf";
   for (const auto& c : cases) {
     std::remove(out.c_str());
-    const std::string cmd = std::string(DFSEL_WRITE_DRAFT_BIN) + " " + out + " " + c.first + " 2>&1";
-    std::FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string text;
-    char buf[1024];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
-    const int st = pclose(p);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << c.first << ": " << text;
-    EXPECT_NE(text.find(c.second), std::string::npos) << c.first << ": " << text;
+    const CliRun r = dfsel::test::run_command(std::string(DFSEL_WRITE_DRAFT_BIN) + " " + out + " " + c.first);
+    EXPECT_EQ(r.status, 2) << c.first << ": " << r.output;
+    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ": " << r.output;
     EXPECT_NE(access(out.c_str(), F_OK), 0) << c.first << ": a refused draft was left on disk";
   }
 }

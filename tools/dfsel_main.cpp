@@ -12,6 +12,7 @@
 
 #include "dfsel/dfsel.h"
 #include "kernels/common/numeric.cuh"
+#include "dspark_options.h"
 #include "options.h"
 #include "synthetic.h"
 
@@ -33,6 +34,7 @@ bool type_of(const std::string& s, dfsel_type* t) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dfsel::tools::wants_dspark(argc, argv)) return dfsel::tools::dspark_main(argc, argv);
   dfsel::tools::Options o;
   std::string perr;
   if (!dfsel::tools::parse_options(argc, argv, &o, &perr)) {

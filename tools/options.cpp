@@ -7,7 +7,6 @@
 
 namespace dfsel::tools {
 
-
 void print_usage() {
   std::printf(
       "usage: dfsel [options]\n"
@@ -29,7 +28,8 @@ void print_usage() {
       "  --threads N       CPU backend worker threads, 0 for every core (0)\n"
       "  --gguf FILE       take the selector (sizes, codebooks, W_h) from a DFlash2 GGUF draft;\n"
       "                    its sizes then stand: --vocab, --embd, --rank, --top-k, --block-size\n"
-      "                    are refused with it\n");
+      "                    are refused with it (a DSpark draft runs its chain: dfsel --dspark --help)\n"
+      "  --dspark          run a DSpark draft's Markov chain instead (dfsel --dspark --help)\n");
 }
 
 bool parse_options(int argc, const char* const* argv, Options* o, std::string* err) {

@@ -16,8 +16,6 @@
 
 namespace dfsel::tools {
 
-namespace {
-
 // Memory the kernel would give this process now (MemAvailable), or -1 when unknown.
 double available_bytes() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -29,6 +27,8 @@ double available_bytes() {
   std::fclose(f);
   return kb < 0 ? -1 : kb * 1024.0;
 }
+
+namespace {
 
 double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dfsel/dfsel.h"
+#include "dfsel/gguf.h"
 
 namespace dfsel::tools {
 
@@ -35,12 +36,18 @@ void make_host_data(const Problem& p, HostData* h);
 // Loads the selector of a GGUF draft into p (sizes, types) and h (weights), printing a line per
 // stage to log (may be null). Returns false with err set on failure.
 bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err);
+// The version and every metadata key and value of an open draft, a line each, to log.
+void print_metadata(const dfsel_gguf* g, double open_seconds, std::FILE* log);
 // Fills n values of type t with seeded normal(0, sigma) draws.
 void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma, uint64_t seed);
+// Stores v as element i of an F32, F16 or BF16 buffer (rounded to nearest even).
+void store_value(uint8_t* base, size_t i, dfsel_type t, float v);
 // Bytes of one F32, F16 or BF16 element.
 size_t elem_size(dfsel_type t);
 // Host memory the inputs of p take (the weights too unless a draft supplied them).
 double host_bytes(const Problem& p, bool weights_loaded);
+// Memory the kernel would give this process now (MemAvailable), or -1 when unknown.
+double available_bytes();
 // s with every byte outside printable ASCII (and the backslash) written as \xNN.
 std::string printable(const char* s);
 

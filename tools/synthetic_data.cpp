@@ -25,15 +25,6 @@ float normalish(uint64_t* s) {
   return (u - 2.0f) * 1.7320508f;
 }
 
-void store_value(uint8_t* base, size_t i, dfsel_type t, float v) {
-  if (t == DFSEL_TYPE_F32) {
-    std::memcpy(base + 4 * i, &v, 4);
-  } else {
-    const uint16_t h = t == DFSEL_TYPE_F16 ? float_to_f16(v) : float_to_bf16(v);
-    std::memcpy(base + 2 * i, &h, 2);
-  }
-}
-
 // Rows of a host view, packed contiguously.
 void copy_rows(const dfsel_tensor& t, std::vector<uint8_t>* out) {
   const size_t rb = row_bytes(t.type, t.ne[0]);
@@ -49,6 +40,16 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 size_t elem_size(dfsel_type t) { return t == DFSEL_TYPE_F32 ? 4 : 2; }
+
+void store_value(uint8_t* base, size_t i, dfsel_type t, float v) {
+  if (t == DFSEL_TYPE_F32) {
+    std::memcpy(base + 4 * i, &v, 4);
+  } else {
+    const uint16_t h = t == DFSEL_TYPE_F16 ? float_to_f16(v) : float_to_bf16(v);
+    std::memcpy(base + 2 * i, &h, 2);
+  }
+}
+
 
 std::string printable(const char* s) {
   std::string out;
@@ -82,6 +83,22 @@ void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma,
   for (size_t i = 0; i < n; ++i) store_value(out->data(), i, t, sigma * normalish(&s));
 }
 
+void print_metadata(const dfsel_gguf* g, double open_seconds, std::FILE* log) {
+  uint32_t version = 0;
+  int64_t n_kv = 0;
+  dfsel_gguf_version(g, &version);
+  dfsel_gguf_metadata_count(g, &n_kv);
+  std::fprintf(log, "  GGUF v%u, %lld metadata keys, opened in %.2f s\n", version, (long long)n_kv, open_seconds);
+  for (int64_t i = 0; i < n_kv; ++i) {
+    const char* key = nullptr;
+    char value[96];
+    dfsel_gguf_metadata_key(g, i, &key);
+    dfsel_gguf_metadata_value_string(g, i, value, sizeof value);
+    // Keys are the file's bytes: escaped like the values, so that none reaches the terminal raw.
+    std::fprintf(log, "  %-40s %s\n", printable(key).c_str(), value);
+  }
+}
+
 bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
   const auto t0 = std::chrono::steady_clock::now();
   if (log) std::fprintf(log, "loading %s ...\n", printable(p->gguf.c_str()).c_str());
@@ -99,19 +116,7 @@ bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
     return false;
   }
   if (log) {
-    uint32_t version = 0;
-    int64_t n_kv = 0;
-    dfsel_gguf_version(g, &version);
-    dfsel_gguf_metadata_count(g, &n_kv);
-    std::fprintf(log, "  GGUF v%u, %lld metadata keys, opened in %.2f s\n", version, (long long)n_kv, seconds_since(t0));
-    for (int64_t i = 0; i < n_kv; ++i) {
-      const char* key = nullptr;
-      char value[96];
-      dfsel_gguf_metadata_key(g, i, &key);
-      dfsel_gguf_metadata_value_string(g, i, value, sizeof value);
-      // Keys are the file's bytes: escaped like the values, so that none reaches the terminal raw.
-      std::fprintf(log, "  %-40s %s\n", printable(key).c_str(), value);
-    }
+    print_metadata(g, seconds_since(t0), log);
     std::fprintf(log, "  selector_predecessor %s {%lld, %lld}, selector_successor %s, selector_hidden %s {%lld, %lld}\n",
                  dfsel_type_name(ep.type), (long long)ep.ne[0], (long long)ep.ne[1], dfsel_type_name(en.type),
                  dfsel_type_name(wh.type), (long long)wh.ne[0], (long long)wh.ne[1]);

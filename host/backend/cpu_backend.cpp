@@ -14,6 +14,7 @@
 #include "host/backend/cpu_pool.h"
 #include "host/backend/cpu_simd.h"
 #include "host/backend/cpu_topk.h"
+#include "host/backend/workspace_carve.h"
 #include "host/reference/cpu_reference.h"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/packed_row.cuh"
@@ -36,25 +37,18 @@ CpuCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh) {
   const size_t maxd = (size_t)desc.config.max_blocks * sh.L;
   const ExchangeLayout l = sh.layout_for(desc.config.max_blocks);
   CpuCarve c{};
-  size_t off = 0;
-  // Saturates at SIZE_MAX: max_blocks * (block_size - 1) * n_embd floats can exceed 64 bits.
-  auto take = [&](size_t bytes) {
-    const size_t at = off;
-    if (bytes > SIZE_MAX - 15 || __builtin_add_overflow(off, align16(bytes), &off)) off = SIZE_MAX;
-    return at;
-  };
-  size_t h_bytes;
-  if (__builtin_mul_overflow(maxd, (size_t)sh.n_embd * sizeof(float), &h_bytes)) h_bytes = SIZE_MAX;
-  c.g = take(maxd * padded_rank(sh.R) * sizeof(float));
-  c.h = take(h_bytes);
-  c.send = take(l.bytes);
+  // max_blocks * (block_size - 1) * n_embd floats can exceed 64 bits: the carve saturates.
+  WorkspaceCarve w;
+  c.g = w.take(maxd * padded_rank(sh.R) * sizeof(float));
+  c.h = w.take(WorkspaceCarve::product(maxd, (size_t)sh.n_embd * sizeof(float)));
+  c.send = w.take(l.bytes);
   // One rank exchanges with itself: its records are read where they were written.
-  c.recv = sh.n_ranks == 1 ? c.send : take((size_t)sh.n_ranks * l.bytes);
-  c.merged = take(maxd * sh.k * sizeof(CandRec));
-  c.src = take(maxd * sh.k * sizeof(int32_t));
-  c.recs = take((size_t)sh.n_ranks * sh.k * sizeof(CandRec));
-  c.lattice = take(maxd * sh.k * sh.k * sizeof(float));
-  c.total = off;
+  c.recv = sh.n_ranks == 1 ? c.send : w.take((size_t)sh.n_ranks * l.bytes);
+  c.merged = w.take(maxd * sh.k * sizeof(CandRec));
+  c.src = w.take(maxd * sh.k * sizeof(int32_t));
+  c.recs = w.take((size_t)sh.n_ranks * sh.k * sizeof(CandRec));
+  c.lattice = w.take(maxd * sh.k * sh.k * sizeof(float));
+  c.total = w.total;
   return c;
 }
 
@@ -70,16 +64,11 @@ void load_row_or_zeros(const uint8_t* row, dfsel_type t, int32_t R, float* out) 
   else std::memset(out, 0, (size_t)R * sizeof(float));
 }
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public CompletesInRun<Backend> {
  public:
   CpuBackend(const dfsel_plan_desc& desc, const PlanShape& sh)
       : desc_(desc), sh_(sh), c_(carve(desc, sh)), simd_(cpu_has_avx2_fma()), pool_(desc.n_threads) {
-    if (desc.workspace) {
-      base_ = static_cast<uint8_t*>(desc.workspace);
-    } else {
-      owned_.resize(c_.total + 16);
-      base_ = owned_.data();
-    }
+    base_ = workspace_base(desc.workspace, c_.total, &owned_);
     prepare_gate(desc.w_h, simd_, &gate_);
     scratch_.reserve((size_t)pool_.size());
     for (int32_t i = 0; i < pool_.size(); ++i) scratch_.emplace_back(sh.k, sh.R);
@@ -87,12 +76,6 @@ class CpuBackend final : public Backend {
 
   dfsel_backend kind() const override { return DFSEL_BACKEND_CPU; }
   Endpoint endpoint() override { return Endpoint{base_ + c_.send, base_ + c_.recv, -1, nullptr}; }
-  Status query(void*, bool* done) override {
-    *done = true;  // a CPU run completes before dfsel_plan_run returns
-    return Status::success();
-  }
-  Status wait(void*) override { return Status::success(); }
-  Status report() override { return Status::success(); }  // errors return from the run itself
 
   Status select(const dfsel_inputs& in, void*) override {
     const ExchangeLayout l = sh_.layout_for(in.n_blocks);

@@ -44,5 +44,8 @@ std::unique_ptr<Exchange> make_in_process_exchange(dfsel_backend kind);
 // description (host/plan/group.h). Every rank joins it, also one whose own checks failed
 // (local), so that a failure on one rank fails every rank instead of leaving them waiting.
 Status make_nccl_exchange(const dfsel_plan_desc& desc, const Status& local, std::unique_ptr<Exchange>* out);
+// The same for any plan kind: `mine` is this rank's summary (host/plan/group.h).
+struct RankSummary;
+Status make_nccl_exchange(void* nccl_comm, const RankSummary& mine, const Status& local, std::unique_ptr<Exchange>* out);
 
 }  // namespace dfsel

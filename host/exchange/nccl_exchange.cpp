@@ -66,14 +66,14 @@ class NcclExchange final : public Exchange {
   ncclComm_t comm_;
 };
 
-SetupRecord describe(const dfsel_plan_desc& d, int comm_rank, int comm_size, const Status& local) {
+SetupRecord describe(const RankSummary& mine, int comm_rank, int comm_size, const Status& local) {
   SetupRecord s{};
   s.magic = kSetupMagic;
   s.version = DFSEL_VERSION;
   s.ok = local.ok() ? 1 : 0;
   s.comm_rank = comm_rank;
   s.comm_size = comm_size;
-  s.summary = summarize(d);
+  s.summary = mine;
   std::snprintf(s.msg, sizeof s.msg, "%s", local.msg.c_str());
   return s;
 }
@@ -133,14 +133,18 @@ Status gather_records(ncclComm_t comm, int n, int device, const SetupRecord& min
 }  // namespace
 
 Status make_nccl_exchange(const dfsel_plan_desc& desc, const Status& local, std::unique_ptr<Exchange>* out) {
-  ncclComm_t comm = static_cast<ncclComm_t>(desc.nccl_comm);
+  return make_nccl_exchange(desc.nccl_comm, summarize(desc), local, out);
+}
+
+Status make_nccl_exchange(void* nccl_comm, const RankSummary& mine, const Status& local, std::unique_ptr<Exchange>* out) {
+  ncclComm_t comm = static_cast<ncclComm_t>(nccl_comm);
   int n = 0, rank = 0, device = 0;
   ncclResult_t r = ncclCommCount(comm, &n);
   if (r == ncclSuccess) r = ncclCommUserRank(comm, &rank);
   if (r == ncclSuccess) r = ncclCommCuDevice(comm, &device);
   if (r != ncclSuccess) return nccl_fail(r, comm, "reading the communicator");
   std::vector<SetupRecord> all;
-  DFSEL_TRY(gather_records(comm, n, device, describe(desc, rank, n, local), &all));
+  DFSEL_TRY(gather_records(comm, n, device, describe(mine, rank, n, local), &all));
   DFSEL_TRY(local.ok() ? judge(all) : local);
   out->reset(new NcclExchange(comm));
   return Status::success();

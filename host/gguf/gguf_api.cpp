@@ -6,49 +6,12 @@
 
 #include "dfsel/gguf.h"
 #include "host/gguf/gguf.h"
+#include "host/gguf/gguf_handle.h"
 
-struct dfsel_gguf {
-  dfsel::gguf::File file;
-  dfsel::gguf::Selector selector;
-  mutable std::string last_error;  // calls on one handle from several threads race on it
-};
-
-namespace {
-
-void copy_message(const std::string& s, char* msg, size_t msg_len) {
-  if (msg == nullptr || msg_len == 0) return;
-  const size_t n = s.size() < msg_len - 1 ? s.size() : msg_len - 1;
-  memcpy(msg, s.data(), n);
-  msg[n] = '\0';
-}
-
-dfsel_status fail(const dfsel_gguf* g, dfsel_status s, std::string what) {
-  if (g != nullptr) {
-    try {
-      g->last_error = std::move(what);
-    } catch (...) {
-    }
-  }
-  return s;
-}
-
-// Checks the handle and one output pointer; sets the last error on failure.
-dfsel_status check(const dfsel_gguf* g, const char* fn, const void* out, const char* out_name) {
-  if (g == nullptr) return DFSEL_INVALID_ARGUMENT;
-  if (out == nullptr)
-    return fail(g, DFSEL_INVALID_ARGUMENT, std::string(fn) + ": " + out_name + " is NULL");
-  return DFSEL_SUCCESS;
-}
-
-dfsel_status check_index(const dfsel_gguf* g, const char* fn, int64_t i, size_t count) {
-  if (i < 0 || static_cast<uint64_t>(i) >= count)
-    return fail(g, DFSEL_INVALID_ARGUMENT,
-                std::string(fn) + ": index " + std::to_string(i) + " is outside [0, " +
-                    std::to_string(count) + ")");
-  return DFSEL_SUCCESS;
-}
-
-}  // namespace
+using dfsel::gguf::check;
+using dfsel::gguf::check_index;
+using dfsel::gguf::copy_message;
+using dfsel::gguf::fail;
 
 extern "C" {
 
@@ -67,7 +30,9 @@ dfsel_status open_draft(const char* path, int64_t v_begin, int64_t v_end, bool c
     std::unique_ptr<dfsel_gguf> g(new dfsel_gguf);
     dfsel::Status s = dfsel::gguf::File::open(path, &g->file);
     if (s.ok()) {
-      s = dfsel::gguf::Selector::load(g->file, v_begin, v_end, &g->selector, copy);
+      g->is_dspark = dfsel::gguf::DSparkDraft::is_dspark(g->file);
+      s = g->is_dspark ? dfsel::gguf::DSparkDraft::load(g->file, v_begin, v_end, &g->dspark, copy)
+                       : dfsel::gguf::Selector::load(g->file, v_begin, v_end, &g->selector, copy);
       if (!s.ok()) s.msg = std::string(path) + ": " + s.msg;
       if (s.ok() && copy) g->file.detach();
     }
@@ -110,6 +75,7 @@ const char* dfsel_gguf_last_error(const dfsel_gguf* gguf) {
 
 dfsel_status dfsel_gguf_config(const dfsel_gguf* gguf, dfsel_config* cfg) {
   if (dfsel_status s = check(gguf, "dfsel_gguf_config", cfg, "cfg")) return s;
+  if (dfsel_status s = dfsel::gguf::check_kind(gguf, "dfsel_gguf_config", false)) return s;
   *cfg = gguf->selector.config();
   return DFSEL_SUCCESS;
 }
@@ -119,7 +85,8 @@ dfsel_status dfsel_gguf_tensors(const dfsel_gguf* gguf, dfsel_tensor* e_prev, df
   dfsel_status s;
   if ((s = check(gguf, "dfsel_gguf_tensors", e_prev, "e_prev")) ||
       (s = check(gguf, "dfsel_gguf_tensors", e_next, "e_next")) ||
-      (s = check(gguf, "dfsel_gguf_tensors", w_h, "w_h")))
+      (s = check(gguf, "dfsel_gguf_tensors", w_h, "w_h")) ||
+      (s = dfsel::gguf::check_kind(gguf, "dfsel_gguf_tensors", false)))
     return s;
   *e_prev = gguf->selector.e_prev();
   *e_next = gguf->selector.e_next();
@@ -132,8 +99,8 @@ dfsel_status dfsel_gguf_shard(const dfsel_gguf* gguf, int64_t* v_begin, int64_t*
   if ((s = check(gguf, "dfsel_gguf_shard", v_begin, "v_begin")) ||
       (s = check(gguf, "dfsel_gguf_shard", v_end, "v_end")))
     return s;
-  *v_begin = gguf->selector.v_begin();
-  *v_end = gguf->selector.v_end();
+  *v_begin = gguf->is_dspark ? gguf->dspark.v_begin() : gguf->selector.v_begin();
+  *v_end = gguf->is_dspark ? gguf->dspark.v_end() : gguf->selector.v_end();
   return DFSEL_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
 namespace dfsel {
 
@@ -29,21 +30,54 @@ RankSummary summarize(const dfsel_plan_desc& d) {
 
 namespace {
 
-// The first field in which b differs from a, written to buf, or nullptr. Floats compare as
-// bits: the ranks must compute the same transform, so even -0 against +0 is a difference.
-const char* first_difference(const RankSummary& a, const RankSummary& b, char* buf, size_t len) {
-  enum Kind { kInt, kType, kFloat };
-  struct Field {
-    const char* name;
-    Kind kind;
-    int64_t x, y;
-  };
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return (int64_t)u;
-  };
-  const Field fields[] = {
+enum Kind { kInt, kType, kFloat };
+struct Field {
+  const char* name;
+  Kind kind;
+  int64_t x, y;
+};
+
+int64_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return (int64_t)u;
+}
+
+template <size_t N>
+int put(const Field (&d)[N], Field* f) {
+  std::copy(std::begin(d), std::end(d), f);
+  return (int)N;
+}
+
+// The fields two ranks of one group must share, by plan kind. Floats compare as bits: the
+// ranks must compute the same transform, so even -0 against +0 is a difference.
+int fields_of(const RankSummary& a, const RankSummary& b, Field* f) {
+  if (a.kind != b.kind) {
+    f[0] = Field{"plan kind (0 DFlash2, 1 DSpark)", kInt, a.kind, b.kind};
+    return 1;
+  }
+  if (a.kind == kDSparkPlan) {
+    const Field d[] = {
+        {"config.n_vocab", kInt, a.n_vocab, b.n_vocab},
+        {"config.n_target_vocab", kInt, a.n_target_vocab, b.n_target_vocab},
+        {"config.n_embd", kInt, a.n_embd, b.n_embd},
+        {"config.markov_rank", kInt, a.markov_rank, b.markov_rank},
+        {"config.n_draft", kInt, a.n_draft, b.n_draft},
+        {"config.sample_from_anchor", kInt, a.sample_from_anchor, b.sample_from_anchor},
+        {"config.max_blocks", kInt, a.max_blocks, b.max_blocks},
+        {"placement", kInt, a.placement, b.placement},
+        {"w1.type", kType, a.w1_type, b.w1_type},
+        {"w2.type", kType, a.w2_type, b.w2_type},
+        {"w2_scale (1: given)", kInt, a.has_scale, b.has_scale},
+        {"conf_w.type (-1: no confidence head)", kInt, a.conf_type, b.conf_type},
+        {"d2t (1: given)", kInt, a.has_d2t, b.has_d2t},
+        {"config.logit_scale", kFloat, bits(a.logit_scale), bits(b.logit_scale)},
+        {"config.softcap", kFloat, bits(a.softcap), bits(b.softcap)},
+        {"conf_bias", kFloat, bits(a.conf_bias), bits(b.conf_bias)},
+    };
+    return put(d, f);
+  }
+  const Field d[] = {
       {"config.n_vocab", kInt, a.n_vocab, b.n_vocab},
       {"config.n_embd", kInt, a.n_embd, b.n_embd},
       {"config.codebook_rank", kInt, a.codebook_rank, b.codebook_rank},
@@ -56,7 +90,15 @@ const char* first_difference(const RankSummary& a, const RankSummary& b, char* b
       {"config.logit_scale", kFloat, bits(a.logit_scale), bits(b.logit_scale)},
       {"config.softcap", kFloat, bits(a.softcap), bits(b.softcap)},
   };
-  for (const Field& f : fields) {
+  return put(d, f);
+}
+
+// The first field in which b differs from a, written to buf, or nullptr.
+const char* first_difference(const RankSummary& a, const RankSummary& b, char* buf, size_t len) {
+  Field fields[16];
+  const int n = fields_of(a, b, fields);
+  for (int i = 0; i < n; ++i) {
+    const Field& f = fields[i];
     if (f.x == f.y) continue;
     if (f.kind == kType) {
       std::snprintf(buf, len, "%s = %s, against %s", f.name, dfsel_type_name((dfsel_type)f.y),

@@ -17,7 +17,13 @@ struct RankSummary {
   int32_t top_k, codebook_rank, block_size, max_blocks, placement, cb_type, w_type;
   int64_t n_vocab, n_embd, v_begin, v_end;
   float logit_scale, softcap;
+  // DSpark plans (kind kDSparkPlan, dspark.h): the rest of their description; 0 for DFlash2.
+  int32_t kind, markov_rank, n_draft, sample_from_anchor, w1_type, w2_type, has_scale, conf_type, has_d2t;
+  int64_t n_target_vocab;
+  float conf_bias;
 };
+
+constexpr int32_t kDSparkPlan = 1;
 
 RankSummary summarize(const dfsel_plan_desc& desc);
 

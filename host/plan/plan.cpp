@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "host/plan/group.h"
+#include "host/plan/group_call.h"
 #include "host/plan/validate.h"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/packed_row.cuh"
@@ -40,26 +41,7 @@ Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
 // The plans of one step must describe one selector and be of one kind; an in-process group
 // must be the whole group, by the same rule the NCCL set-up applies (host/plan/group.h).
 Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankSummary* all) {
-  const dfsel_plan& p0 = *plans[0];
-  const bool whole = p0.exchange->needs_whole_group();
-  for (int i = 0; i < n; ++i) {
-    const dfsel_plan& p = *plans[i];
-    if (p.exchange->needs_whole_group() != whole)
-      return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] %s an NCCL communicator but plans[0] %s", i,
-                  whole ? "has" : "has no", whole ? "has none" : "has");
-    if (p.backend->kind() != p0.backend->kind())
-      return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] runs on another backend than plans[0]", i);
-    if (in[i].n_blocks != in[0].n_blocks)
-      return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].n_blocks = %d differs from inputs[0].n_blocks = %d", i,
-                  in[i].n_blocks, in[0].n_blocks);
-  }
-  for (int i = 0; i < n; ++i) all[i] = summarize(plans[i]->desc);
-  // NCCL: the set-up checked the whole group; the plans of one call must still agree.
-  if (!whole) return check_same_selector(all, n, "plans");
-  if (n != p0.desc.shard.n_ranks)
-    return fail(DFSEL_INVALID_ARGUMENT, "%d plans given for a group of shard.n_ranks = %d without an NCCL communicator; "
-                "pass every rank of the group", n, p0.desc.shard.n_ranks);
-  return check_group(all, n, "plans");
+  return check_one_group(n, plans, in, all, [](const dfsel_plan_desc& d) { return summarize(d); });
 }
 
 Status resolve_backend(dfsel_backend asked, dfsel_backend* out) {

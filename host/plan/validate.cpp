@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cmath>
 
+#include "host/plan/tensor_checks.h"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/limits.cuh"
 #include "kernels/common/packed_row.cuh"
@@ -11,57 +12,6 @@
 namespace dfsel {
 
 namespace {
-
-bool is_type_id(int t) {
-  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16 || t == DFSEL_TYPE_Q8_0 ||
-         t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K;
-}
-
-// A 2-D ggml tensor {ne0, >= ne1} of an accepted type with rows of at least ne0 elements.
-Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_t ne0,
-                    int64_t ne1_min, bool exact_ne1) {
-  if (!t.data) return fail(DFSEL_INVALID_ARGUMENT, "%s.data is NULL", name);
-  const int type = enum_value(t.type);
-  if (!is_type_id(type) || (weight ? !is_weight_type(t.type) : !is_float_type(t.type)))
-    return fail(DFSEL_UNSUPPORTED, "%s.type = %d (%s) is not supported here; use %s", name, type,
-                is_type_id(type) ? dfsel_type_name(t.type) : "not a dfsel_type",
-                weight ? "F32, F16, BF16, Q8_0, Q4_K or Q6_K" : "F32, F16 or BF16");
-  if (t.ne[0] != ne0)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[0] = %" PRId64 ", expected %" PRId64, name, t.ne[0], ne0);
-  if (exact_ne1 ? t.ne[1] != ne1_min : t.ne[1] < ne1_min)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[1] = %" PRId64 ", expected %s%" PRId64, name, t.ne[1],
-                exact_ne1 ? "" : "at least ", ne1_min);
-  // A 2-D view: the outer axes hold one element each (0 would be an empty tensor).
-  if (t.ne[2] != 1 || t.ne[3] != 1)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[2..3] = {%" PRId64 ", %" PRId64 "}, expected {1, 1}", name,
-                t.ne[2], t.ne[3]);
-  if (t.type == DFSEL_TYPE_Q8_0 && ne0 % kQ8Block != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s is Q8_0 but ne[0] = %" PRId64 " is not a multiple of 32",
-                name, ne0);
-  if (is_kquant(t.type) && ne0 % kQKBlock != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s is %s but ne[0] = %" PRId64 " is not a multiple of 256", name,
-                dfsel_type_name(t.type), ne0);
-  if (t.nb[0] != type_block_bytes(t.type))
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[0] = %zu, expected %zu for %s (rows must be contiguous)",
-                name, t.nb[0], type_block_bytes(t.type), dfsel_type_name(t.type));
-  const size_t rb = row_bytes(t.type, ne0);
-  if (t.nb[1] < rb)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is smaller than one row (%zu bytes)", name, t.nb[1], rb);
-  if (is_float_type(t.type) && t.nb[1] % type_block_bytes(t.type) != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is not a multiple of the element size %zu", name,
-                t.nb[1], type_block_bytes(t.type));
-  // Every Q8_0 block starts with an f16 scale, read in place.
-  if (t.type == DFSEL_TYPE_Q8_0 && t.nb[1] % 2 != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is odd; Q8_0 rows must start at even addresses", name,
-                t.nb[1]);
-  // No buffer spans more than half the address space; a larger claim would wrap row offsets.
-  size_t span;
-  if (__builtin_mul_overflow((size_t)(t.ne[1] - 1), t.nb[1], &span) || __builtin_add_overflow(span, rb, &span) ||
-      span > (size_t)PTRDIFF_MAX)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s spans more than 2^63 bytes: ne[1] = %" PRId64 " rows of nb[1] = %zu bytes",
-                name, t.ne[1], t.nb[1]);
-  return Status::success();
-}
 
 // Everything a run of plan reads and writes, as dfsel.h counts it: the outputs (path and
 // n_emitted required; q only when sampling), the inputs, the weights and a caller-owned
@@ -117,12 +67,7 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if ((int64_t)c.max_blocks * (c.block_size - 1) > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d times block_size - 1 = %d drafted rows exceeds 2^31 - 1",
                 c.max_blocks, c.block_size - 1);
-  if (s.n_ranks < 1) return fail(DFSEL_INVALID_ARGUMENT, "shard.n_ranks = %d must be at least 1", s.n_ranks);
-  if (s.rank < 0 || s.rank >= s.n_ranks)
-    return fail(DFSEL_INVALID_ARGUMENT, "shard.rank = %d is outside [0, %d)", s.rank, s.n_ranks);
-  if (s.v_begin < 0 || s.v_end > c.n_vocab || s.v_begin >= s.v_end)
-    return fail(DFSEL_INVALID_ARGUMENT, "shard vocabulary range [%" PRId64 ", %" PRId64 ") is not a non-empty part of [0, %" PRId64 ")",
-                s.v_begin, s.v_end, c.n_vocab);
+  DFSEL_TRY(check_shard(s, c.n_vocab));
   if (c.top_k > s.v_end - s.v_begin)
     return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d is larger than the shard's %" PRId64 " tokens [%" PRId64 ", %" PRId64 ")",
                 c.top_k, s.v_end - s.v_begin, s.v_begin, s.v_end);

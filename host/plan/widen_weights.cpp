@@ -12,9 +12,7 @@
 
 namespace dfsel {
 
-namespace {
-
-Status widen_one(dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep) {
+Status widen_kquant_tensor(dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep) {
   if (!is_kquant(t->type)) return Status::success();
   const int64_t cols = t->ne[0], rows = t->ne[1];
   const size_t src_row = row_bytes(t->type, cols);
@@ -46,16 +44,14 @@ Status widen_one(dfsel_tensor* t, bool on_device, int device, WidenedWeights* ke
   return Status::success();
 }
 
-}  // namespace
-
 WidenedWeights::~WidenedWeights() {
   for (void* p : device) device_release(p, device_ordinal);
 }
 
 Status widen_kquant_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep) {
-  DFSEL_TRY(widen_one(&desc->e_prev, on_device, desc->device, keep));
-  DFSEL_TRY(widen_one(&desc->e_next, on_device, desc->device, keep));
-  DFSEL_TRY(widen_one(&desc->w_h, on_device, desc->device, keep));
+  DFSEL_TRY(widen_kquant_tensor(&desc->e_prev, on_device, desc->device, keep));
+  DFSEL_TRY(widen_kquant_tensor(&desc->e_next, on_device, desc->device, keep));
+  DFSEL_TRY(widen_kquant_tensor(&desc->w_h, on_device, desc->device, keep));
   return Status::success();
 }
 

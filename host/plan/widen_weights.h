@@ -18,6 +18,10 @@ struct WidenedWeights {
   ~WidenedWeights();
 };
 
+// Rewrites *t, when it is Q4_K or Q6_K, to a BF16 copy kept in *keep (on `device` when
+// on_device); other types are left as they are.
+Status widen_kquant_tensor(dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep);
+
 // Rewrites the K-quant tensors of desc to BF16 copies kept in *keep (device copies when
 // on_device, the description's tensors then being device memory).
 Status widen_kquant_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep);

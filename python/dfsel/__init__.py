@@ -8,6 +8,9 @@ over the C ABI of libdfsel.so (ctypes; nothing to compile).
     plan.run(logits, hidden, anchors, out=out)   # on torch's current stream
     drafts, n = out.path, out.n_emitted
 
+dfsel.DSparkPlan and dfsel.dspark_run_group run a DSpark draft's Markov chain the same way
+(CPU backend, NumPy arrays, in this version).
+
 libdfsel.so is found through DFSEL_LIBRARY, next to this package (pip install bundles it
 there), or on the loader path. Every failure raises dfsel.Error(status, message): integers
 are checked against their C fields and outputs against the plan before anything runs.
@@ -17,6 +20,7 @@ dfsel.Error with status Status.BUSY at once; give each thread its own plan.
 """
 from ._abi import Backend, Error, Placement, Status, Type
 from ._arrays import typed
+from ._dspark import DSparkOutputs, DSparkPlan, dspark_run_group
 from ._loader import cuda_device_count, library, library_path, status_string, version
 from ._outputs import Outputs
 from ._plan import Plan, run_group
@@ -31,5 +35,6 @@ except ImportError as e:
 except Exception as e:  # a torch too old for torch.library.custom_op, or a broken install
     torch_op_error = "torch.ops.dfsel.select was not registered: %s: %s" % (type(e).__name__, e)
 
-__all__ = ["Backend", "Error", "Outputs", "Placement", "Plan", "Status", "Type", "cuda_device_count",
-           "library", "library_path", "run_group", "status_string", "typed", "version", "torch_op_error"]
+__all__ = ["Backend", "DSparkOutputs", "DSparkPlan", "Error", "Outputs", "Placement", "Plan", "Status", "Type",
+           "cuda_device_count", "dspark_run_group", "library", "library_path", "run_group", "status_string", "typed",
+           "version", "torch_op_error"]

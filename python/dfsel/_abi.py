@@ -1,4 +1,4 @@
-"""The C ABI of include/dfsel/dfsel.h as ctypes declarations, field for field.
+"""The C ABI of include/dfsel/dfsel.h and dspark.h as ctypes declarations, field for field.
 
 The layouts must match the header of the library that is loaded: the loader refuses a library
 whose major.minor version differs from ABI_VERSION, and tests/python/test_abi_layout.py
@@ -105,9 +105,37 @@ class Outputs(ctypes.Structure):
                 ("packed_row_stride", ctypes.c_size_t)]
 
 
+# include/dfsel/dspark.h
+class DSparkConfig(ctypes.Structure):
+    _fields_ = [("n_vocab", ctypes.c_int64), ("n_target_vocab", ctypes.c_int64), ("n_embd", ctypes.c_int64),
+                ("markov_rank", ctypes.c_int32), ("n_draft", ctypes.c_int32),
+                ("sample_from_anchor", ctypes.c_int32), ("logit_scale", ctypes.c_float),
+                ("softcap", ctypes.c_float), ("max_blocks", ctypes.c_int32)]
+
+
+class DSparkPlanDesc(ctypes.Structure):
+    _fields_ = [("config", DSparkConfig), ("shard", Shard), ("backend", _c_enum), ("device", ctypes.c_int32),
+                ("placement", _c_enum), ("w1", Tensor), ("w2", Tensor), ("w2_scale", Tensor), ("conf_w", Tensor),
+                ("conf_bias", ctypes.c_float), ("d2t", ctypes.c_void_p), ("nccl_comm", ctypes.c_void_p),
+                ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t), ("n_threads", ctypes.c_int32)]
+
+
+class DSparkInputs(ctypes.Structure):
+    _fields_ = [("logits", Tensor), ("hidden", Tensor), ("anchors", ctypes.c_void_p), ("n_blocks", ctypes.c_int32),
+                ("temperature", ctypes.c_float), ("p_min", ctypes.c_float), ("seed", ctypes.c_uint64)]
+
+
+class DSparkOutputs(ctypes.Structure):
+    _fields_ = [("n_blocks", ctypes.c_int32), ("tokens", ctypes.c_void_p), ("n_emitted", ctypes.c_void_p),
+                ("draft_ids", ctypes.c_void_p), ("logits", ctypes.c_void_p), ("probs", ctypes.c_void_p),
+                ("log_norm", ctypes.c_void_p), ("confidence", ctypes.c_void_p)]
+
+
 # The structs the layout test checks, by their C names.
 STRUCTS = {"dfsel_tensor": Tensor, "dfsel_config": Config, "dfsel_shard": Shard,
-           "dfsel_plan_desc": PlanDesc, "dfsel_inputs": Inputs, "dfsel_outputs": Outputs}
+           "dfsel_plan_desc": PlanDesc, "dfsel_inputs": Inputs, "dfsel_outputs": Outputs,
+           "dfsel_dspark_config": DSparkConfig, "dfsel_dspark_plan_desc": DSparkPlanDesc,
+           "dfsel_dspark_inputs": DSparkInputs, "dfsel_dspark_outputs": DSparkOutputs}
 
 _p = ctypes.POINTER
 _vp = ctypes.c_void_p
@@ -126,4 +154,12 @@ PROTOTYPES = {
     "dfsel_run_group": (_c_enum, [ctypes.c_int, _p(_vp), _p(Inputs), _p(Outputs), _p(_vp)]),
     "dfsel_plan_check": (_c_enum, [_vp, _vp]),
     "dfsel_plan_wait": (_c_enum, [_vp, _vp, ctypes.c_int64]),
+    "dfsel_dspark_workspace_size": (_c_enum, [_p(DSparkPlanDesc), _p(ctypes.c_size_t), _char_p, ctypes.c_size_t]),
+    "dfsel_dspark_plan_create": (_c_enum, [_p(DSparkPlanDesc), _p(_vp), _char_p, ctypes.c_size_t]),
+    "dfsel_dspark_plan_destroy": (_c_enum, [_vp]),
+    "dfsel_dspark_plan_backend": (_c_enum, [_vp]),
+    "dfsel_dspark_plan_last_error": (_char_p, [_vp]),
+    "dfsel_dspark_plan_run": (_c_enum, [_vp, _p(DSparkInputs), _p(DSparkOutputs), _vp]),
+    "dfsel_dspark_run_group": (_c_enum, [ctypes.c_int, _p(_vp), _p(DSparkInputs), _p(DSparkOutputs), _p(_vp)]),
+    "dfsel_dspark_plan_wait": (_c_enum, [_vp, _vp, ctypes.c_int64]),
 }

@@ -14,6 +14,7 @@ from ._outputs import Outputs
 _FLOATS = (Type.F32, Type.F16, Type.BF16)
 _WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
 _MSG_LEN = 1024
+_U64 = (1 << 64) - 1
 _handles = itertools.count(1)
 registry = weakref.WeakValueDictionary()  # handle -> Plan, for torch.ops.dfsel.select
 
@@ -69,7 +70,52 @@ def _data_ptr(x):
     return x.data_ptr() if hasattr(x, "data_ptr") else x.ctypes.data
 
 
-class Plan:
+class _Owned:
+    """close(), `with` and finalisation for an object that owns a library handle (_ptr) and
+    keeps its arrays alive (_keep); _destroy names the library call that frees the handle."""
+    _destroy = None
+
+    def close(self):
+        if self._ptr:
+            getattr(self._lib, self._destroy)(self._ptr)
+            self._ptr = None
+            self._keep = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _create(create, desc):
+    """The handle a dfsel_*_create call makes of desc, or its failure as dfsel.Error."""
+    msg = ctypes.create_string_buffer(_MSG_LEN)
+    ptr = ctypes.c_void_p()
+    st = create(ctypes.byref(desc), ctypes.byref(ptr), msg, _MSG_LEN)
+    if st != Status.SUCCESS:
+        raise Error(st, msg.value.decode(errors="replace"))
+    return ptr.value
+
+
+def _group_size(plans, **sequences):
+    """len(plans), after every sequence given (not None) was found to have one entry per plan."""
+    n = len(plans)
+    for name, seq in sequences.items():
+        if seq is not None and len(seq) != n:
+            raise Error(Status.INVALID_ARGUMENT, "%s has %d entries for %d plans" % (name, len(seq), n))
+    if n == 0:
+        raise Error(Status.INVALID_ARGUMENT, "plans is empty")
+    return n
+
+
+class Plan(_Owned):
     """One shard of a DFlash2 selector. Weights (e_prev, e_next {V or V_shard rows, R};
     w_h {R rows, n_embd}) are NumPy arrays for the CPU backend, CUDA arrays for the CUDA
     backend; they must stay unchanged while the plan lives (the plan keeps them alive).
@@ -79,6 +125,8 @@ class Plan:
     Threads: a plan serves one call at a time. run(), run_group() and check() on a plan that
     another thread is using raise dfsel.Error with status BUSY at once (nothing is read or
     written); different plans may run on different threads together."""
+
+    _destroy = "dfsel_plan_destroy"
 
     def __init__(self, *, n_vocab, n_embd, codebook_rank, top_k, block_size, max_blocks,
                  e_prev, e_next, w_h, logit_scale=1.0, softcap=0.0, rank=0, n_ranks=1,
@@ -138,12 +186,7 @@ class Plan:
             _arrays.fill_tensor(getattr(d, name), v, t, name)
         d.nccl_comm = _comm_handle(nccl_comm)
         d.n_threads = _cvalues.integer(n_threads, "n_threads")
-        msg = ctypes.create_string_buffer(_MSG_LEN)
-        ptr = ctypes.c_void_p()
-        st = lib.dfsel_plan_create(ctypes.byref(d), ctypes.byref(ptr), msg, _MSG_LEN)
-        if st != Status.SUCCESS:
-            raise Error(st, msg.value.decode(errors="replace"))
-        self._ptr, self._lib, self._desc, self._keep = ptr.value, lib, d, keep
+        self._ptr, self._lib, self._desc, self._keep = _create(lib.dfsel_plan_create, d), lib, d, keep
         self.top_k, self.block_size, self.n_embd = top_k, block_size, n_embd
         self.n_drafted = block_size - 1  # L, drafted positions per block
         self.max_blocks, self.v_begin, self.v_end, self.n_vocab = max_blocks, v_begin, v_end, n_vocab
@@ -297,18 +340,6 @@ class Plan:
             finally:
                 self._lock.release()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __repr__(self):
         return "dfsel.Plan(backend=%s, device=%s, vocab [%d, %d) of %d, K=%d, block_size=%d)" % (
             self.backend, self.device, self.v_begin, self.v_end, self.n_vocab, self.top_k, self.block_size)
@@ -319,13 +350,7 @@ def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, see
     """One step for several plans driven by this thread (dfsel_run_group): every rank of an
     in-process group, or this process's ranks of an NCCL group. logits, hidden, anchors (and
     streams, out when given) are sequences with one entry per plan. Returns a list of Outputs."""
-    n = len(plans)
-    for name, seq in (("logits", logits), ("hidden", hidden), ("anchors", anchors), ("streams", streams),
-                      ("out", out)):
-        if seq is not None and len(seq) != n:
-            raise Error(Status.INVALID_ARGUMENT, "%s has %d entries for %d plans" % (name, len(seq), n))
-    if n == 0:
-        raise Error(Status.INVALID_ARGUMENT, "plans is empty")
+    n = _group_size(plans, logits=logits, hidden=hidden, anchors=anchors, streams=streams, out=out)
     for i, p in enumerate(plans):
         if not isinstance(p, Plan) or not p._ptr:
             raise Error(Status.INVALID_ARGUMENT, "plans[%d] is not an open dfsel.Plan" % i)

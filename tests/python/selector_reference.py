@@ -41,17 +41,22 @@ def to_q8_0(x):
     return raw.reshape(rows, n // 32 * 34), decoded
 
 
-# -- Philox4x32-10 keyed by (seed, block, position) -------------------------------------------
-def philox_uniform(seed, block, position):
+# -- Philox4x32-10 ------------------------------------------------------------------------------
+def philox4(seed, c):
+    """The four words of Philox4x32-10 at counter c (four 32-bit words) under key seed."""
     M32 = 0xFFFFFFFF
-    c = [block & M32, position & M32, 0x64667365, 0]
     k0, k1 = seed & M32, (seed >> 32) & M32
     for _ in range(10):
         p0 = 0xD2511F53 * c[0]
         p1 = 0xCD9E8D57 * c[2]
         c = [((p1 >> 32) ^ c[1] ^ k0) & M32, p1 & M32, ((p0 >> 32) ^ c[3] ^ k1) & M32, p0 & M32]
         k0, k1 = (k0 + 0x9E3779B9) & M32, (k1 + 0xBB67AE85) & M32
-    return (c[0] >> 8) / 16777216.0
+    return c
+
+
+def philox_uniform(seed, block, position):
+    """The DFlash2 walk's draw keyed by (seed, block, position)."""
+    return (philox4(seed, [block & 0xFFFFFFFF, position & 0xFFFFFFFF, 0x64667365, 0])[0] >> 8) / 16777216.0
 
 
 # -- the selector -----------------------------------------------------------------------------

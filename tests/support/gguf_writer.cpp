@@ -292,12 +292,8 @@ float draft_value(uint64_t seed, int which, int64_t i) {
 
 // ---- drafts ----------------------------------------------------------------------------
 
-namespace {
-
-// ne[0] x rows values of draft tensor `which`, stored as type, one row at a time; with a
-// period, rows from `period` on are copies.
-std::vector<uint8_t> draft_tensor(const DraftOptions& o, int which, dfsel_type type, int64_t ne0,
-                                  int64_t rows, int64_t period = 0) {
+std::vector<uint8_t> draft_rows(uint64_t seed, int which, dfsel_type type, int64_t ne0, int64_t rows,
+                                int64_t period) {
   const size_t rb = row_bytes(type, ne0);
   std::vector<uint8_t> out(size_t(rows) * rb);
   std::vector<float> row(static_cast<size_t>(ne0));
@@ -307,11 +303,13 @@ std::vector<uint8_t> draft_tensor(const DraftOptions& o, int which, dfsel_type t
       memcpy(out.data() + size_t(r) * rb, out.data() + size_t(r % period) * rb, rb);
       continue;
     }
-    for (int64_t c = 0; c < ne0; ++c) x[c] = draft_value(o.seed, which, r * ne0 + c);
+    for (int64_t c = 0; c < ne0; ++c) x[c] = draft_value(seed, which, r * ne0 + c);
     quantize_into(type, x, ne0, out.data() + size_t(r) * rb);
   }
   return out;
 }
+
+namespace {
 
 std::vector<uint8_t> noise(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -390,17 +388,17 @@ Draft make_draft(const DraftOptions& o) {
   tensors.push_back({"selector_predecessor.weight",
                      uint32_t(o.codebook_type),
                      {R, NV},
-                     draft_tensor(o, 0, o.codebook_type, o.rank, o.n_vocab, o.row_period),
+                     draft_rows(o.seed, 0, o.codebook_type, o.rank, o.n_vocab, o.row_period),
                      {}});
   tensors.push_back({"selector_successor.weight",
                      uint32_t(o.codebook_type),
                      {R, NV},
-                     draft_tensor(o, 1, o.codebook_type, o.rank, o.n_vocab, o.row_period),
+                     draft_rows(o.seed, 1, o.codebook_type, o.rank, o.n_vocab, o.row_period),
                      {}});
   tensors.push_back({"selector_hidden.weight",
                      uint32_t(o.hidden_type),
                      {NE, R},
-                     draft_tensor(o, 2, o.hidden_type, o.n_embd, o.rank),
+                     draft_rows(o.seed, 2, o.hidden_type, o.n_embd, o.rank),
                      {}});
   GgufTensor& prev = tensors[first];
   GgufTensor& next = tensors[first + 1];
@@ -476,12 +474,12 @@ Draft make_draft(const DraftOptions& o) {
       break;
     case Defect::kVocabMismatch:
       next.ne[1] = NV + 1;
-      next.data = draft_tensor(o, 1, o.codebook_type, o.rank, o.n_vocab + 1);
+      next.data = draft_rows(o.seed, 1, o.codebook_type, o.rank, o.n_vocab + 1);
       break;
     case Defect::kHiddenShape:
       hidden.ne[0] = NE + 1;
       hidden.type = DFSEL_TYPE_F32;
-      hidden.data = draft_tensor(o, 2, DFSEL_TYPE_F32, o.n_embd + 1, o.rank);
+      hidden.data = draft_rows(o.seed, 2, DFSEL_TYPE_F32, o.n_embd + 1, o.rank);
       break;
     case Defect::kWrongArchitecture:
       set_kv(&kvs, "general.architecture", V::str("llama"));

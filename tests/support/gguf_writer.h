@@ -98,6 +98,11 @@ std::vector<uint8_t> quantize(dfsel_type type, const float* x, int64_t n);
 // A deterministic value in [-1, 1) for element i of fixture tensor `which`.
 float draft_value(uint64_t seed, int which, int64_t i);
 
+// rows x ne0 values of draft tensor `which` (draft_value(seed, which, row * ne0 + col)),
+// stored as type one row at a time; with period > 0, rows from `period` on repeat.
+std::vector<uint8_t> draft_rows(uint64_t seed, int which, dfsel_type type, int64_t ne0, int64_t rows,
+                                int64_t period = 0);
+
 enum class Defect {
   kNone,
   // header

@@ -18,9 +18,6 @@
 
 namespace dfsel::test {
 
-namespace {
-
-
 void fill_weights(std::vector<uint8_t>* out, dfsel_type t, size_t rows, size_t cols, float sigma, std::mt19937_64& rng) {
   std::normal_distribution<float> nd(0.0f, sigma);
   if (t == DFSEL_TYPE_Q8_0) {
@@ -52,8 +49,6 @@ float special_value(Special s, std::mt19937_64& rng, float v, int64_t col) {
   }
   return v;
 }
-
-}  // namespace
 
 Case model_case(int64_t V, int64_t E, int blocks) {
   Case c;

@@ -112,6 +112,12 @@ dfsel_plan_desc cpu_desc(const Case& c, const Data& d, int32_t rank, int32_t n_r
 // The inputs of one run of every block of c on data d (the whole vocabulary).
 dfsel_inputs cpu_inputs(const Case& c, const Data& d);
 
+// rows x cols weights of type t (F32, F16, BF16: normal(0, sigma); Q8_0: random scales near
+// sigma / 64 and quants in [-127, 127]).
+void fill_weights(std::vector<uint8_t>* out, dfsel_type t, size_t rows, size_t cols, float sigma, std::mt19937_64& rng);
+// v, or the special value s plants in its place (NaN, -inf, ties, ...) for column col.
+float special_value(Special s, std::mt19937_64& rng, float v, int64_t col);
+
 // A 2-D ggml-style view {ne0, ne1} with rows nb1 bytes apart.
 dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne1, size_t nb1);
 

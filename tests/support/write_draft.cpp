@@ -1,5 +1,6 @@
 // dfsel_write_draft: writes a valid DFlash2 draft (GGUF) with the fixture writer, for the CI
-// run of `dfsel --gguf` at realistic size and for the fuzzer's seed corpus.
+// run of `dfsel --gguf` at realistic size and for the fuzzer's seed corpus (DSpark drafts:
+// dfsel_write_draft --dspark OUT ..., write_dspark_draft.cpp).
 //   dfsel_write_draft OUT [--vocab V] [--rank R] [--embd E] [--top-k K] [--block B]
 //                         [--codebook-type T] [--hidden-type T] [--version 2|3]
 //                         [--alignment A] [--logit-scale M] [--softcap C] [--seed S]
@@ -118,7 +119,10 @@ std::string judged_by_the_reader(const std::string& path) {
 
 }  // namespace
 
+int write_dspark_draft_main(int argc, char** argv);  // write_dspark_draft.cpp
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--dspark") return write_dspark_draft_main(argc - 1, argv + 1);
   if (argc < 2 || argv[1][0] == '-') return usage();
   const std::string out = argv[1];
   dfsel::test::DraftOptions o;

@@ -1,0 +1,101 @@
+// DSpark plan creation: everything a run needs is decided here, once. The CPU backend runs the
+// chain; this version's CUDA backend refuses it. NCCL plans agree with their peers through the
+// set-up exchange every plan kind shares (host/plan/group.h).
+#include <cinttypes>
+#include <new>
+
+#include "host/plan/dspark_plan.h"
+#include "host/plan/plan.h"
+#include "host/plan/validate.h"
+#include "kernels/common/numeric.cuh"
+
+namespace dfsel {
+
+namespace {
+
+constexpr const char* kNoCudaChain =
+    "the CUDA backend does not run DSpark plans in this version of dfsel; use backend = CPU with host memory";
+
+// What this version runs a valid description on: the CPU backend, in process.
+Status check_backend(const dfsel_dspark_plan_desc& d, dfsel_backend kind) {
+  if (kind == DFSEL_BACKEND_CUDA) return fail(DFSEL_UNSUPPORTED, "%s", kNoCudaChain);
+  if (d.nccl_comm)
+    return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
+  return Status::success();
+}
+
+Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan) {
+  DFSEL_TRY(validate_dspark_desc(desc, &plan->shape));
+  plan->desc = *desc;
+  DFSEL_TRY(resolve_backend(desc->backend, &plan->desc.backend));
+  DFSEL_TRY(check_backend(*desc, plan->desc.backend));
+  dfsel_dspark_plan_desc& d = plan->desc;
+  if (is_kquant(d.w1.type) || is_kquant(d.w2.type) || (d.conf_w.data && is_kquant(d.conf_w.type))) {
+    plan->widened.reset(new WidenedWeights());
+    DFSEL_TRY(widen_kquant_tensor(&d.w1, false, d.device, plan->widened.get()));
+    DFSEL_TRY(widen_kquant_tensor(&d.w2, false, d.device, plan->widened.get()));
+    if (d.conf_w.data) DFSEL_TRY(widen_kquant_tensor(&d.conf_w, false, d.device, plan->widened.get()));
+    DFSEL_TRY(validate_dspark_desc(&d, &plan->shape));
+  }
+  plan->exchange = make_in_process_exchange(d.backend);
+  return make_cpu_dspark_backend(d, plan->shape, &plan->backend);
+}
+
+}  // namespace
+
+RankSummary summarize_dspark(const dfsel_dspark_plan_desc& d) {
+  RankSummary s{};
+  s.kind = kDSparkPlan;
+  s.shard_rank = d.shard.rank;
+  s.shard_n_ranks = d.shard.n_ranks;
+  s.n_vocab = d.config.n_vocab;
+  s.n_target_vocab = d.config.n_target_vocab;
+  s.n_embd = d.config.n_embd;
+  s.v_begin = d.shard.v_begin;
+  s.v_end = d.shard.v_end;
+  s.markov_rank = d.config.markov_rank;
+  s.n_draft = d.config.n_draft;
+  s.sample_from_anchor = d.config.sample_from_anchor;
+  s.max_blocks = d.config.max_blocks;
+  s.placement = (int32_t)d.placement;
+  s.w1_type = (int32_t)d.w1.type;
+  s.w2_type = (int32_t)d.w2.type;
+  // Presence only: a rank of one row cannot tell one scale from one per row, and need not.
+  s.has_scale = d.w2_scale.data ? 1 : 0;
+  s.conf_type = d.conf_w.data ? (int32_t)d.conf_w.type : -1;
+  s.has_d2t = d.d2t ? 1 : 0;
+  s.logit_scale = d.config.logit_scale;
+  s.softcap = d.config.softcap;
+  s.conf_bias = d.conf_bias;
+  return s;
+}
+
+Status dspark_workspace_bytes(const dfsel_dspark_plan_desc* desc, size_t* bytes) {
+  if (!bytes) return fail(DFSEL_INVALID_ARGUMENT, "bytes (the output pointer) is NULL");
+  DSparkShape shape{};
+  DFSEL_TRY(validate_dspark_desc(desc, &shape));
+  dfsel_backend kind = DFSEL_BACKEND_CPU;
+  DFSEL_TRY(resolve_backend(desc->backend, &kind));
+  DFSEL_TRY(check_backend(*desc, kind));
+  *bytes = cpu_dspark_workspace_bytes(*desc, shape);
+  if (*bytes == SIZE_MAX)
+    return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace for config.max_blocks = %d does not fit in the address space",
+                desc->config.max_blocks);
+  return Status::success();
+}
+
+Status create_dspark_plan(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan** out) {
+  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "plan (the output pointer) is NULL");
+  *out = nullptr;
+  std::unique_ptr<dfsel_dspark_plan> plan(new (std::nothrow) dfsel_dspark_plan());
+  if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
+  const Status local = create_local(desc, plan.get());
+  // Every rank of a communicator joins the set-up exchange, also one whose own checks failed.
+  if (desc && desc->nccl_comm && enum_value(desc->backend) != DFSEL_BACKEND_CPU)
+    DFSEL_TRY(make_nccl_exchange(desc->nccl_comm, summarize_dspark(*desc), local, &plan->exchange));
+  DFSEL_TRY(local);
+  *out = plan.release();
+  return Status::success();
+}
+
+}  // namespace dfsel

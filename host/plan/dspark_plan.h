@@ -1,0 +1,65 @@
+// dfsel_dspark_plan: a validated DSpark description, the sizes derived from it, its exchange
+// and the backend that runs it (dspark.h). A run is a sequence of exchanges; between them
+// every plan driven by this thread sends and receives its records (host/plan/dspark_step.cpp).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dfsel/dspark.h"
+#include "host/backend/dspark_backend.h"
+#include "host/exchange/exchange.h"
+#include "host/plan/group.h"
+#include "host/plan/widen_weights.h"
+#include "host/status.h"
+
+namespace dfsel {
+
+// What a run of n plans needs on the host, kept by the first plan of the call and reused, so
+// that runs allocate nothing once a group of that size has run.
+struct DSparkScratch {
+  std::vector<RankSummary> summaries;
+  std::vector<int> order;
+  std::vector<StepRank> ranks;
+  void size_for(int n) {
+    summaries.resize(n);
+    order.resize(n);
+    ranks.resize(n);
+  }
+};
+
+}  // namespace dfsel
+
+struct dfsel_dspark_plan {
+  dfsel_dspark_plan_desc desc;  // as given, the backend resolved and K-quant weights widened
+  dfsel::DSparkShape shape;
+  std::unique_ptr<dfsel::WidenedWeights> widened;  // outlives the backend, which reads it
+  std::unique_ptr<dfsel::DSparkBackend> backend;
+  std::unique_ptr<dfsel::Exchange> exchange;
+  std::string last_error;
+  dfsel::DSparkScratch scratch;
+  std::atomic<bool> in_use{false};               // a call holds the plan (host/plan/plan_use.h)
+  std::atomic<const char*> refusal{nullptr};      // why the last call that found it held was refused
+};
+
+namespace dfsel {
+
+Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* shape);
+Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs* in,
+                           const dfsel_dspark_outputs* out);
+// The plans of one group call (each validated): no plan's outputs overlap another's outputs
+// or anything another reads.
+Status validate_dspark_group_aliasing(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,
+                                      const dfsel_dspark_outputs* out);
+RankSummary summarize_dspark(const dfsel_dspark_plan_desc& desc);
+
+Status create_dspark_plan(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan** out);
+Status dspark_workspace_bytes(const dfsel_dspark_plan_desc* desc, size_t* bytes);
+// One chain of n plans driven by this thread (host/plan/dspark_step.cpp).
+Status run_dspark_group(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,
+                        const dfsel_dspark_outputs* out, void* const* streams);
+Status wait_dspark_plan(dfsel_dspark_plan* plan, void* stream, int64_t timeout_ms);
+
+}  // namespace dfsel

@@ -1,0 +1,206 @@
+// Argument checks of DSpark plans and runs (dspark.h): each failure names the argument and its
+// value. The tensor, shard and overlap rules are those of every plan (host/plan/tensor_checks.h).
+#include <cinttypes>
+#include <cmath>
+
+#include "host/plan/dspark_plan.h"
+#include "host/plan/tensor_checks.h"
+#include "host/plan/validate.h"
+#include "kernels/common/dspark_math.cuh"
+#include "kernels/common/limits.cuh"
+
+namespace dfsel {
+
+namespace {
+
+Status check_config(const dfsel_dspark_config& c) {
+  if (c.n_vocab <= 0 || c.n_vocab > INT32_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_vocab = %" PRId64 " must be in [1, 2^31)", c.n_vocab);
+  if (c.n_target_vocab <= 0 || c.n_target_vocab > INT32_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_target_vocab = %" PRId64 " must be in [1, 2^31)", c.n_target_vocab);
+  if (c.n_embd < 0 || c.n_embd > INT32_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_embd = %" PRId64 " must be in [0, 2^31) (0: no confidence head)", c.n_embd);
+  if (c.markov_rank <= 0 || c.markov_rank > kMaxMarkovRank)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.markov_rank = %d must be in [1, %d]", c.markov_rank, kMaxMarkovRank);
+  if (c.n_draft < 1 || c.n_draft > kMaxDraftSteps)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_draft = %d must be in [1, %d]", c.n_draft, kMaxDraftSteps);
+  if (c.sample_from_anchor != 0 && c.sample_from_anchor != 1)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.sample_from_anchor = %d must be 0 or 1", c.sample_from_anchor);
+  if (!(c.logit_scale >= 0.0f) || !std::isfinite(c.logit_scale))
+    return fail(DFSEL_INVALID_ARGUMENT, "config.logit_scale = %g must be finite and > 0 (0 means 1)", c.logit_scale);
+  if (!std::isfinite(c.softcap)) return fail(DFSEL_INVALID_ARGUMENT, "config.softcap = %g must be finite", c.softcap);
+  if (c.max_blocks < 1) return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d must be at least 1", c.max_blocks);
+  const int64_t rows = dspark_rows_per_block(c.n_draft, c.sample_from_anchor != 0);
+  if ((int64_t)c.max_blocks * rows > INT32_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d times %" PRId64 " rows a block exceeds 2^31 - 1",
+                c.max_blocks, rows);
+  return Status::success();
+}
+
+Status check_aligned(const char* name, const void* p, size_t align) {
+  if (reinterpret_cast<uintptr_t>(p) % align != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s = %p is not aligned to %zu bytes", name, p, align);
+  return Status::success();
+}
+
+// The optional weights: markov_w2.scale, the confidence head, d2t.
+Status check_optional(const dfsel_dspark_plan_desc& d, int64_t shard_rows) {
+  const dfsel_dspark_config& c = d.config;
+  if (d.w2_scale.data) {
+    if (enum_value(d.w2_scale.type) != DFSEL_TYPE_F32)
+      return fail(DFSEL_UNSUPPORTED, "w2_scale.type = %d must be F32 (%d)", enum_value(d.w2_scale.type), DFSEL_TYPE_F32);
+    if (d.w2_scale.ne[0] != 1 && d.w2_scale.ne[0] != shard_rows)
+      return fail(DFSEL_INVALID_ARGUMENT, "w2_scale.ne[0] = %" PRId64 " must be 1 (one scale) or %" PRId64
+                  " (one per row of w2)", d.w2_scale.ne[0], shard_rows);
+    DFSEL_TRY(check_matrix("w2_scale", d.w2_scale, false, d.w2_scale.ne[0], 1, true));
+  }
+  if (d.conf_w.data) {
+    if (c.n_embd == 0)
+      return fail(DFSEL_INVALID_ARGUMENT, "conf_w is given but config.n_embd = 0; n_embd is the width of the hidden rows it reads");
+    DFSEL_TRY(check_matrix("conf_w", d.conf_w, true, c.n_embd + c.markov_rank, 1, true));
+  } else if (c.n_embd != 0) {
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_embd = %" PRId64 " but conf_w is NULL; n_embd is the confidence head's "
+                "width, 0 without one", c.n_embd);
+  }
+  if (!std::isfinite(d.conf_bias)) return fail(DFSEL_INVALID_ARGUMENT, "conf_bias = %g must be finite", d.conf_bias);
+  if (d.d2t) {
+    DFSEL_TRY(check_aligned("d2t", d.d2t, 4));
+    for (int64_t i = 0; i < shard_rows; ++i)
+      if (d.d2t[i] < 0 || d.d2t[i] >= c.n_target_vocab)
+        return fail(DFSEL_INVALID_ARGUMENT, "d2t[%" PRId64 "] = %d (draft id %" PRId64 ") is outside [0, config.n_target_vocab = %"
+                    PRId64 ")", i, d.d2t[i], d.shard.v_begin + i, c.n_target_vocab);
+  }
+  return Status::success();
+}
+
+void fill_shape(const dfsel_dspark_plan_desc& d, DSparkShape* sh) {
+  const dfsel_dspark_config& c = d.config;
+  sh->R = c.markov_rank;
+  sh->N = c.n_draft;
+  sh->sample_from_anchor = c.sample_from_anchor != 0;
+  sh->rows = dspark_rows_per_block(c.n_draft, sh->sample_from_anchor);
+  sh->sharded_w1 = d.placement == DFSEL_CODEBOOKS_SHARDED;
+  sh->conf = d.conf_w.data != nullptr;
+  sh->d2t = d.d2t != nullptr;
+  sh->scale_rows = d.w2_scale.data ? (int32_t)d.w2_scale.ne[0] : 0;
+  sh->n_vocab = c.n_vocab;
+  sh->n_target_vocab = c.n_target_vocab;
+  sh->n_embd = c.n_embd;
+  sh->v_begin = d.shard.v_begin;
+  sh->v_end = d.shard.v_end;
+  sh->n_ranks = d.shard.n_ranks;
+  sh->w1_row_bytes = row_bytes(d.w1.type, c.markov_rank);
+  sh->transform = make_transform(c.logit_scale, c.softcap);
+  sh->row_map = dspark_rows(c.n_draft, sh->sample_from_anchor);
+}
+
+constexpr int kOutputs = 7, kReads = 9;
+
+// The bytes a run of plan writes (outs) and reads (reads), as dspark.h counts them.
+void run_spans(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, Span* outs,
+               Span* reads) {
+  const DSparkShape& sh = plan.shape;
+  const size_t cells = (size_t)in.n_blocks * sh.N * 4;
+  outs[0] = span_of("outputs.tokens", out.tokens, cells);
+  outs[1] = span_of("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4);
+  outs[2] = span_of("outputs.draft_ids", out.draft_ids, cells);
+  outs[3] = span_of("outputs.logits", out.logits, cells);
+  outs[4] = span_of("outputs.probs", in.temperature > 0.0f ? out.probs : nullptr, cells);
+  outs[5] = span_of("outputs.log_norm", in.temperature > 0.0f ? out.log_norm : nullptr, cells);
+  outs[6] = span_of("outputs.confidence", out.confidence, cells);
+  const dfsel_dspark_plan_desc& d = plan.desc;
+  reads[0] = matrix_span("inputs.logits", in.logits);
+  reads[1] = sh.conf ? matrix_span("inputs.hidden", in.hidden) : span_of("inputs.hidden", nullptr, 0);
+  reads[2] = span_of("inputs.anchors", in.anchors, (size_t)in.n_blocks * 4);
+  reads[3] = matrix_span("w1", d.w1);
+  reads[4] = matrix_span("w2", d.w2);
+  reads[5] = d.w2_scale.data ? matrix_span("w2_scale", d.w2_scale) : span_of("w2_scale", nullptr, 0);
+  reads[6] = d.conf_w.data ? matrix_span("conf_w", d.conf_w) : span_of("conf_w", nullptr, 0);
+  reads[7] = span_of("d2t", d.d2t, (size_t)(sh.v_end - sh.v_begin) * 4);
+  reads[8] = span_of("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0);
+}
+
+// The outputs a run writes: required ones present, every one aligned to its element.
+Status check_outputs(const DSparkShape& sh, const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out) {
+  if (out.n_blocks < in.n_blocks)
+    return fail(DFSEL_INVALID_ARGUMENT, "outputs.n_blocks = %d holds fewer blocks than inputs.n_blocks = %d", out.n_blocks,
+                in.n_blocks);
+  if (!out.tokens) return fail(DFSEL_INVALID_ARGUMENT, "outputs.tokens is NULL");
+  if (!out.n_emitted) return fail(DFSEL_INVALID_ARGUMENT, "outputs.n_emitted is NULL");
+  if (out.confidence && !sh.conf)
+    return fail(DFSEL_INVALID_ARGUMENT, "outputs.confidence is set but the plan has no confidence head (conf_w)");
+  const struct {
+    const char* name;
+    const void* p;
+  } all[] = {{"outputs.tokens", out.tokens},   {"outputs.n_emitted", out.n_emitted}, {"outputs.draft_ids", out.draft_ids},
+             {"outputs.logits", out.logits},   {"outputs.probs", out.probs},         {"outputs.log_norm", out.log_norm},
+             {"outputs.confidence", out.confidence}};
+  for (const auto& o : all) DFSEL_TRY(check_aligned(o.name, o.p, 4));
+  return Status::success();
+}
+
+}  // namespace
+
+Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* shape) {
+  if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
+  const dfsel_dspark_plan_desc& d = *desc;
+  const dfsel_dspark_config& c = d.config;
+  DFSEL_TRY(check_config(c));
+  DFSEL_TRY(check_shard(d.shard, c.n_vocab));
+  const int backend = enum_value(d.backend), placement = enum_value(d.placement);
+  if (backend != DFSEL_BACKEND_AUTO && backend != DFSEL_BACKEND_CPU && backend != DFSEL_BACKEND_CUDA)
+    return fail(DFSEL_INVALID_ARGUMENT, "backend = %d is not a dfsel_backend", backend);
+  if (placement != DFSEL_CODEBOOKS_REPLICATED && placement != DFSEL_CODEBOOKS_SHARDED)
+    return fail(DFSEL_INVALID_ARGUMENT, "placement = %d is not a dfsel_placement", placement);
+  const bool sharded = d.placement == DFSEL_CODEBOOKS_SHARDED;
+  if (sharded && d.d2t)
+    return fail(DFSEL_INVALID_ARGUMENT, "placement = SHARDED needs the draft ids to be the target ids, but d2t is given; "
+                "replicate W1 (placement = REPLICATED)");
+  if (!d.d2t && c.n_target_vocab != c.n_vocab)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.n_target_vocab = %" PRId64 " differs from config.n_vocab = %" PRId64
+                " but d2t is NULL; without a map the draft ids are the target ids", c.n_target_vocab, c.n_vocab);
+  const int64_t shard_rows = d.shard.v_end - d.shard.v_begin;
+  DFSEL_TRY(check_matrix("w1", d.w1, true, c.markov_rank, sharded ? shard_rows : c.n_target_vocab, true));
+  DFSEL_TRY(check_matrix("w2", d.w2, true, c.markov_rank, shard_rows, true));
+  DFSEL_TRY(check_optional(d, shard_rows));
+  if (d.n_threads < 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d must be 0 (every core) or a thread count", d.n_threads);
+  if (d.workspace && d.workspace_bytes == 0) return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
+  if (d.workspace) DFSEL_TRY(check_aligned("workspace", d.workspace, 16));
+  if (shape) fill_shape(d, shape);
+  return Status::success();
+}
+
+Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs* in,
+                           const dfsel_dspark_outputs* out) {
+  if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
+  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
+  const DSparkShape& sh = plan.shape;
+  if (in->n_blocks < 1 || in->n_blocks > plan.desc.config.max_blocks)
+    return fail(DFSEL_INVALID_ARGUMENT, "inputs.n_blocks = %d must be in [1, config.max_blocks = %d]", in->n_blocks,
+                plan.desc.config.max_blocks);
+  const int64_t n_rows = (int64_t)in->n_blocks * sh.rows;
+  DFSEL_TRY(check_matrix("inputs.logits", in->logits, false, sh.v_end - sh.v_begin, n_rows, false));
+  if (sh.conf) DFSEL_TRY(check_matrix("inputs.hidden", in->hidden, false, sh.n_embd, n_rows, false));
+  if (!in->anchors) return fail(DFSEL_INVALID_ARGUMENT, "inputs.anchors is NULL");
+  DFSEL_TRY(check_aligned("inputs.anchors", in->anchors, 4));
+  if (!std::isfinite(in->temperature))
+    return fail(DFSEL_INVALID_ARGUMENT, "inputs.temperature = %g must be finite", in->temperature);
+  if (!(in->p_min >= 0.0f && in->p_min <= 1.0f))
+    return fail(DFSEL_INVALID_ARGUMENT, "inputs.p_min = %g must be in [0, 1]", in->p_min);
+  if (in->p_min > 0.0f && !sh.conf)
+    return fail(DFSEL_INVALID_ARGUMENT, "inputs.p_min = %g needs a confidence head, and the plan has none (conf_w)",
+                in->p_min);
+  DFSEL_TRY(check_outputs(sh, *in, *out));
+  Span outs[kOutputs], reads[kReads];
+  run_spans(plan, *in, *out, outs, reads);
+  return check_spans_apart(outs, kOutputs, reads, kReads);
+}
+
+Status validate_dspark_group_aliasing(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,
+                                      const dfsel_dspark_outputs* out) {
+  return check_group_spans<kOutputs, kReads>(
+      n, [&](int i, Span* outs, Span* reads) { run_spans(*plans[i], in[i], out[i], outs, reads); });
+}
+
+}  // namespace dfsel

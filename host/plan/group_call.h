@@ -1,0 +1,53 @@
+// What every group call checks (dfsel_run_group, dfsel_dspark_run_group): its arguments, and
+// that its plans make one group: one kind of exchange and backend, the same blocks, and (in
+// process) the whole group by the rule the NCCL set-up applies (host/plan/group.h).
+#pragma once
+
+#include "host/plan/group.h"
+#include "host/status.h"
+
+namespace dfsel {
+
+template <class Plan, class Inputs, class Outputs>
+Status check_group_call(int n, Plan* const* plans, const Inputs* in, const Outputs* out) {
+  if (n < 1) return fail(DFSEL_INVALID_ARGUMENT, "n = %d plans; at least one is needed", n);
+  if (!plans) return fail(DFSEL_INVALID_ARGUMENT, "plans is NULL");
+  if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
+  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
+  for (int i = 0; i < n; ++i) {
+    if (!plans[i]) return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] is NULL", i);
+    // One plan twice would select into one send buffer twice and exchange with itself.
+    for (int j = 0; j < i; ++j)
+      if (plans[j] == plans[i])
+        return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] and plans[%d] are the same plan; a plan may appear once in a group",
+                    j, i);
+  }
+  return Status::success();
+}
+
+// all receives summarize(plans[i]->desc) for every plan.
+template <class Plan, class Inputs, class Summarize>
+Status check_one_group(int n, Plan* const* plans, const Inputs* in, RankSummary* all, Summarize summarize) {
+  const Plan& p0 = *plans[0];
+  const bool whole = p0.exchange->needs_whole_group();
+  for (int i = 0; i < n; ++i) {
+    const Plan& p = *plans[i];
+    if (p.exchange->needs_whole_group() != whole)
+      return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] %s an NCCL communicator but plans[0] %s", i,
+                  whole ? "has" : "has no", whole ? "has none" : "has");
+    if (p.backend->kind() != p0.backend->kind())
+      return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] runs on another backend than plans[0]", i);
+    if (in[i].n_blocks != in[0].n_blocks)
+      return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].n_blocks = %d differs from inputs[0].n_blocks = %d", i,
+                  in[i].n_blocks, in[0].n_blocks);
+  }
+  for (int i = 0; i < n; ++i) all[i] = summarize(plans[i]->desc);
+  // NCCL: the set-up checked the whole group; the plans of one call must still agree.
+  if (!whole) return check_same_selector(all, n, "plans");
+  if (n != p0.desc.shard.n_ranks)
+    return fail(DFSEL_INVALID_ARGUMENT, "%d plans given for a group of shard.n_ranks = %d without an NCCL communicator; "
+                "pass every rank of the group", n, p0.desc.shard.n_ranks);
+  return check_group(all, n, "plans");
+}
+
+}  // namespace dfsel

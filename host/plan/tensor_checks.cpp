@@ -1,0 +1,104 @@
+#include "host/plan/tensor_checks.h"
+
+#include <cinttypes>
+#include <cstddef>
+
+#include "host/plan/validate.h"
+#include "kernels/common/numeric.cuh"
+
+namespace dfsel {
+
+namespace {
+
+bool is_type_id(int t) {
+  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16 || t == DFSEL_TYPE_Q8_0 ||
+         t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K;
+}
+
+}  // namespace
+
+Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_t ne0,
+                    int64_t ne1_min, bool exact_ne1) {
+  if (!t.data) return fail(DFSEL_INVALID_ARGUMENT, "%s.data is NULL", name);
+  const int type = enum_value(t.type);
+  if (!is_type_id(type) || (weight ? !is_weight_type(t.type) : !is_float_type(t.type)))
+    return fail(DFSEL_UNSUPPORTED, "%s.type = %d (%s) is not supported here; use %s", name, type,
+                is_type_id(type) ? dfsel_type_name(t.type) : "not a dfsel_type",
+                weight ? "F32, F16, BF16, Q8_0, Q4_K or Q6_K" : "F32, F16 or BF16");
+  if (t.ne[0] != ne0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[0] = %" PRId64 ", expected %" PRId64, name, t.ne[0], ne0);
+  if (exact_ne1 ? t.ne[1] != ne1_min : t.ne[1] < ne1_min)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[1] = %" PRId64 ", expected %s%" PRId64, name, t.ne[1],
+                exact_ne1 ? "" : "at least ", ne1_min);
+  // A 2-D view: the outer axes hold one element each (0 would be an empty tensor).
+  if (t.ne[2] != 1 || t.ne[3] != 1)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[2..3] = {%" PRId64 ", %" PRId64 "}, expected {1, 1}", name,
+                t.ne[2], t.ne[3]);
+  if (t.type == DFSEL_TYPE_Q8_0 && ne0 % kQ8Block != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s is Q8_0 but ne[0] = %" PRId64 " is not a multiple of 32",
+                name, ne0);
+  if (is_kquant(t.type) && ne0 % kQKBlock != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s is %s but ne[0] = %" PRId64 " is not a multiple of 256", name,
+                dfsel_type_name(t.type), ne0);
+  if (t.nb[0] != type_block_bytes(t.type))
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[0] = %zu, expected %zu for %s (rows must be contiguous)",
+                name, t.nb[0], type_block_bytes(t.type), dfsel_type_name(t.type));
+  const size_t rb = row_bytes(t.type, ne0);
+  if (t.nb[1] < rb)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is smaller than one row (%zu bytes)", name, t.nb[1], rb);
+  if (is_float_type(t.type) && t.nb[1] % type_block_bytes(t.type) != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is not a multiple of the element size %zu", name,
+                t.nb[1], type_block_bytes(t.type));
+  // Every Q8_0 block starts with an f16 scale, read in place.
+  if (t.type == DFSEL_TYPE_Q8_0 && t.nb[1] % 2 != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is odd; Q8_0 rows must start at even addresses", name,
+                t.nb[1]);
+  // No buffer spans more than half the address space; a larger claim would wrap row offsets.
+  size_t span;
+  if (__builtin_mul_overflow((size_t)(t.ne[1] - 1), t.nb[1], &span) || __builtin_add_overflow(span, rb, &span) ||
+      span > (size_t)PTRDIFF_MAX)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s spans more than 2^63 bytes: ne[1] = %" PRId64 " rows of nb[1] = %zu bytes",
+                name, t.ne[1], t.nb[1]);
+  if (reinterpret_cast<uintptr_t>(t.data) % (t.type == DFSEL_TYPE_F32 ? 4 : 2) != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.data = %p is not aligned to its element", name, t.data);
+  return Status::success();
+}
+
+Status check_shard(const dfsel_shard& s, int64_t n_vocab) {
+  if (s.n_ranks < 1) return fail(DFSEL_INVALID_ARGUMENT, "shard.n_ranks = %d must be at least 1", s.n_ranks);
+  if (s.rank < 0 || s.rank >= s.n_ranks)
+    return fail(DFSEL_INVALID_ARGUMENT, "shard.rank = %d is outside [0, %d)", s.rank, s.n_ranks);
+  if (s.v_begin < 0 || s.v_end > n_vocab || s.v_begin >= s.v_end)
+    return fail(DFSEL_INVALID_ARGUMENT, "shard vocabulary range [%" PRId64 ", %" PRId64 ") is not a non-empty part of [0, %" PRId64 ")",
+                s.v_begin, s.v_end, n_vocab);
+  return Status::success();
+}
+
+Span span_of(const char* name, const void* p, size_t bytes) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  return Span{name, b, p ? b + bytes : b};
+}
+
+// A validated matrix's bytes: ne[1] - 1 strides and one row.
+Span matrix_span(const char* name, const dfsel_tensor& t) {
+  return span_of(name, t.data, (size_t)(t.ne[1] - 1) * t.nb[1] + row_bytes(t.type, t.ne[0]));
+}
+
+bool overlap(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
+
+Status check_spans_apart(const Span* outs, int n_outs, const Span* reads, int n_reads) {
+  for (int i = 0; i < n_outs; ++i) {
+    if (outs[i].begin == outs[i].end) continue;
+    for (int j = i + 1; j < n_outs; ++j)
+      if (overlap(outs[i], outs[j]))
+        return fail(DFSEL_INVALID_ARGUMENT, "%s (%p) and %s (%p) overlap; outputs must not share memory", outs[i].name,
+                    (void*)outs[i].begin, outs[j].name, (void*)outs[j].begin);
+    for (int j = 0; j < n_reads; ++j)
+      if (overlap(outs[i], reads[j]))
+        return fail(DFSEL_INVALID_ARGUMENT, "%s (%p) overlaps %s (%p); outputs must not share memory with what a run reads",
+                    outs[i].name, (void*)outs[i].begin, reads[j].name, (void*)reads[j].begin);
+  }
+  return Status::success();
+}
+
+}  // namespace dfsel

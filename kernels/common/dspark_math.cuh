@@ -1,0 +1,120 @@
+// The per-element rules of a DSpark step (docs/dspark.md), written once for the CPU reference,
+// the CPU backend and the CUDA kernels to come: which logits row a step reads, the Markov bias
+// as a dot product in a fixed order, the biased logit, the Gumbel noise keyed by (seed, block,
+// step, token id), the normaliser's exact fixed-point terms and the confidence head.
+// Every rule depends on one token id alone, never on the shard that holds it, so that every
+// shard count computes bitwise the same values.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include "hd.cuh"
+#include "numeric.cuh"
+#include "philox.cuh"
+#include "row_map.cuh"
+#include "selector_math.cuh"
+
+namespace dfsel {
+
+// Logits (and hidden) rows of one block: with sample_from_anchor every row drafts (row k - 1
+// is step k, the anchor's own row drafts step 1); without it row 0 is the anchor's, passes
+// through unbiased and is not read, and row k drafts step k (DFlash2's layout).
+DFSEL_HD int dspark_rows_per_block(int n_draft, bool sample_from_anchor) {
+  return sample_from_anchor ? n_draft : n_draft + 1;
+}
+
+// The row drafted step d = b * n_draft + (k - 1) reads.
+DFSEL_HD RowMap dspark_rows(int n_draft, bool sample_from_anchor) {
+  return sample_from_anchor ? RowMap{n_draft, n_draft, 0} : drafted_rows(n_draft + 1);
+}
+
+constexpr int kDotChains = 8;
+
+// sum_i w(i) * x(i) in the one order every backend keeps: element i joins chain i % 8, each
+// chain is a sequence of fused multiply-adds in i order from +0, and the chains meet as
+// ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)). Eight chains are what one AVX2 register
+// holds and what one GPU thread can keep while it reads a row 16 bytes at a time.
+template <class W, class X>
+DFSEL_HD float chained_dot(W w, X x, int n) {
+  float c[kDotChains] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int i = 0; i < n; ++i) c[i % kDotChains] = fmaf(w(i), x(i), c[i % kDotChains]);
+  return ((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7]));
+}
+
+// W2[v] . e for one stored row of W2 (F32, F16, BF16 or Q8_0, read as load_elem reads it).
+DFSEL_HD float markov_dot(const void* w2_row, dfsel_type type, const float* e, int R) {
+  return chained_dot([&](int r) { return load_elem(w2_row, type, r); }, [&](int r) { return e[r]; }, R);
+}
+
+// l = T(z) + (W2[v] . e) * s: the base logit through the plan's transform (identity unless
+// logit_scale or softcap is set; llama.cpp applies neither), plus the Markov bias scaled by
+// markov_w2.scale (1 when absent).
+DFSEL_HD float markov_logit(Transform t, float z, float dot, float scale) {
+  return transform_logit(t, z) + dot * scale;
+}
+
+// Gumbel noise of token id at step `step` of block `block`: one Philox4x32-10 call serves
+// four consecutive ids. u is an odd multiple of 2^-24, never 0 or 1, so the noise is finite.
+DFSEL_HD float markov_gumbel(uint64_t seed, uint32_t block, uint32_t step, int32_t id) {
+  Philox4 ctr;
+  ctr.v[0] = (uint32_t)id >> 2;
+  ctr.v[1] = block;
+  ctr.v[2] = step;
+  ctr.v[3] = 0x6473706bu;  // "dspk": apart from the DFlash2 walk's draws on the same seed
+  const Philox4 r = philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
+  const float u = (float)((r.v[(uint32_t)id & 3u] >> 8) | 1u) * (1.0f / 16777216.0f);
+  return -logf(-logf(u));
+}
+
+// The key a sampling step ranks token ids by (Gumbel-max: the largest key is a draw from
+// softmax(l / T)); greedy steps rank by l itself. Ties and NaN follow the candidate order.
+DFSEL_HD float markov_sample_key(float l, float temperature, float gumbel) { return l / temperature + gumbel; }
+
+// The normaliser sum_v exp((l_v - m) / T) of a step, m the largest l of the row (NaN
+// skipped). Each term is truncated to a multiple of 2^-52 and the terms are summed as
+// integers, which is exact and so the same for every shard count and every order. Special
+// rows: NaN weighs nothing; a row whose maximum is +inf shares the mass among its +inf values;
+// a row with nothing above -inf is uniform over its -inf values.
+constexpr float kNormOne = 4503599627370496.0f;  // 2^52
+
+DFSEL_HD float norm_weight(float l, float m, float temperature) {
+  if (m == -INFINITY) return l == -INFINITY ? 1.0f : 0.0f;
+  return softmax_weight(l, m, temperature);
+}
+
+struct NormSum {
+  uint64_t lo, hi;
+};
+
+DFSEL_HD void norm_add(NormSum* s, uint64_t lo, uint64_t hi) {
+  s->lo += lo;
+  s->hi += hi + (s->lo < lo ? 1u : 0u);
+}
+
+DFSEL_HD void norm_add_weight(NormSum* s, float w) { norm_add(s, (uint64_t)(w * kNormOne), 0u); }
+
+DFSEL_HD double norm_value(NormSum s) {
+  return ((double)s.hi * 18446744073709551616.0 + (double)s.lo) * (1.0 / 4503599627370496.0);
+}
+
+// q(x) = w_x / Z for the chosen value l_x; 0 when the row has no weight at all (only NaN).
+DFSEL_HD float markov_prob(float l_x, float m, float temperature, NormSum z) {
+  const double zv = norm_value(z);
+  return zv > 0.0 ? (float)((double)norm_weight(l_x, m, temperature) / zv) : 0.0f;
+}
+
+// log sum_v exp(l_v / T) = m / T + log Z (-inf for a row of -inf or NaN only).
+DFSEL_HD float markov_log_norm(float m, float temperature, NormSum z) {
+  return (float)((double)m / (double)temperature + log(norm_value(z)));
+}
+
+// The confidence head: sigmoid(w . [h ; e] + b), w one stored row of n_embd + R elements.
+DFSEL_HD float markov_confidence(const void* w_row, dfsel_type type, const float* h, int64_t n_embd,
+                                 const float* e, int R, float bias) {
+  const float x = chained_dot([&](int i) { return load_elem(w_row, type, i); },
+                              [&](int i) { return i < n_embd ? h[i] : e[i - n_embd]; }, (int)n_embd + R);
+  return 1.0f / (1.0f + expf(-(x + bias)));
+}
+
+}  // namespace dfsel

@@ -1,0 +1,91 @@
+// What one rank contributes to each exchange of a DSpark step (docs/dspark.md, On shards): one
+// fixed-size record per block, so an exchange carries n_blocks * stride bytes, whatever V is.
+//
+//   record  { norm_lo, norm_hi, key, draft_id, target_id, logit, row_max, flags }   40 bytes
+//   w1 row  sharded W1 only: the W1 row of target_id (of the anchor at exchange 0), as stored
+//
+// Exchange 0 (sharded W1 only) carries the anchors' W1 rows from their owners. Exchange k in
+// 1..N carries step k's local best, the shard's largest l and, when sampling, the shard's part
+// of step k - 1's normaliser; exchange N + 1 (sampling only) the part of step N's.
+#pragma once
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dspark_math.cuh"
+#include "exchange_layout.cuh"
+#include "hd.cuh"
+#include "order.cuh"
+
+namespace dfsel {
+
+struct DSparkRecord {
+  uint64_t norm_lo, norm_hi;  // this shard's part of a normaliser (NormSum)
+  float key;                  // what the step ranks by: l (greedy) or l / T + Gumbel
+  int32_t draft_id;           // the shard's best draft id; -1 when the block drafts no more
+  int32_t target_id;          // its target id (d2t), the next step's predecessor
+  float logit;                // l at draft_id
+  float row_max;              // the largest l of the shard (NaN skipped), -inf if none
+  int32_t flags;              // kRecordAnchorRow: the w1 row after the record is the anchor's
+};
+static_assert(sizeof(DSparkRecord) == 40, "records are exchanged as raw bytes");
+
+constexpr int32_t kRecordAnchorRow = 1;
+
+struct DSparkLayout {
+  int32_t n_blocks;
+  size_t row_bytes;  // one W1 row as stored; 0 with replicated W1
+  size_t stride;     // record plus row, a multiple of 16
+  size_t bytes;      // per rank and exchange
+};
+
+DFSEL_HD DSparkLayout make_dspark_layout(int n_blocks, bool sharded_w1, size_t w1_row_bytes) {
+  DSparkLayout l;
+  l.n_blocks = n_blocks;
+  l.row_bytes = sharded_w1 ? w1_row_bytes : 0;
+  l.stride = align16(sizeof(DSparkRecord)) + align16(l.row_bytes);
+  l.bytes = (size_t)n_blocks * l.stride;
+  return l;
+}
+
+DFSEL_HD DSparkRecord* dspark_record(const DSparkLayout& l, void* base, int b) {
+  return (DSparkRecord*)((uint8_t*)base + (size_t)b * l.stride);
+}
+
+DFSEL_HD uint8_t* dspark_record_row(const DSparkLayout& l, void* base, int b) {
+  return (uint8_t*)base + (size_t)b * l.stride + align16(sizeof(DSparkRecord));
+}
+
+// Block b's records of n ranks (rank r's at recv + r * l.bytes) merged the same way on every
+// rank: the best key by the candidate order (value, then lowest draft id; NaN last), the
+// largest row maximum, the normaliser parts summed (exactly), and the lowest rank that ships
+// the anchor's row. winner < 0 when no rank has a candidate.
+struct DSparkMerged {
+  int winner;
+  int anchor_rank;
+  float row_max;
+  NormSum norm;
+};
+
+DFSEL_HD DSparkMerged merge_dspark_records(const DSparkLayout& l, const uint8_t* recv, int n, int b) {
+  DSparkMerged m;
+  m.winner = -1;
+  m.anchor_rank = -1;
+  m.row_max = -INFINITY;
+  m.norm.lo = m.norm.hi = 0;
+  uint64_t best = 0;
+  for (int r = 0; r < n; ++r) {
+    const DSparkRecord* rec = dspark_record(l, (void*)(recv + (size_t)r * l.bytes), b);
+    if (rec->draft_id >= 0) {
+      const uint64_t key = cand_key(rec->key, rec->draft_id);
+      if (m.winner < 0 || key > best) m.winner = r, best = key;
+    }
+    if (rec->row_max > m.row_max) m.row_max = rec->row_max;
+    norm_add(&m.norm, rec->norm_lo, rec->norm_hi);
+    if (m.anchor_rank < 0 && (rec->flags & kRecordAnchorRow)) m.anchor_rank = r;
+  }
+  return m;
+}
+
+}  // namespace dfsel

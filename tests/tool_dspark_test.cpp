@@ -1,0 +1,109 @@
+// The dfsel command's DSpark mode as a user meets it: a synthetic chain, a DSpark draft written
+// by dfsel_write_draft --dspark run through --gguf, and every bad request refused with exit
+// status 2 (options) or 1 (set-up) and a line naming the flag or the argument and the value.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dspark_options.h"
+#include "tool_run.h"
+
+namespace {
+
+using dfsel::test::CliRun;
+using dfsel::test::run_command;
+
+CliRun dfsel_cmd(const std::string& args) { return run_command(std::string(DFSEL_CLI_BIN) + " " + args); }
+CliRun write_draft(const std::string& args) { return run_command(std::string(DFSEL_WRITE_DRAFT_BIN) + " " + args); }
+
+// The lines "block b: anchor a, emitted n: t1 ... tn" of a run.
+int blocks_printed(const std::string& out) {
+  int n = 0;
+  for (size_t at = out.find("block "); at != std::string::npos; at = out.find("\nblock ", at + 1)) ++n;
+  return n;
+}
+
+TEST(ToolDSpark, ASyntheticChainRuns) {
+  const CliRun r = dfsel_cmd("--dspark --vocab 4000 --rank 64 --n-draft 5 --blocks 3 --shards 2 --steps 2 --embd 32");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("DSpark chain"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("block 2: anchor "), std::string::npos) << r.output;
+  EXPECT_EQ(blocks_printed(r.output), 3) << r.output;
+  EXPECT_NE(r.output.find("step time: median"), std::string::npos) << r.output;
+}
+
+TEST(ToolDSpark, ADSparkDraftRunsThroughGguf) {
+  const std::string path = testing::TempDir() + "dfsel_dspark_tool.gguf";
+  const CliRun w = write_draft("--dspark " + path + " --vocab 3000 --target-vocab 5000 --rank 256 --embd 256 "
+                               "--w1-type q8_0 --w2-type q4_k --conf-type bf16 --scale 2 --conf-bias --block 6 "
+                               "--no-anchor-drafting");
+  ASSERT_EQ(w.status, 0) << w.output;
+  const CliRun r = dfsel_cmd("--gguf " + path + " --blocks 2 --steps 1 --temperature 0.7 --p-min 0.2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("markov_w1 Q8_0 {256, 5000}, markov_w2 BF16, scale yes, confidence head yes, d2t yes"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("V=3000 V_target=5000 R=256 N=5 (anchor row first)"), std::string::npos) << r.output;
+  EXPECT_EQ(blocks_printed(r.output), 2) << r.output;
+  const CliRun sized = dfsel_cmd("--gguf " + path + " --vocab 100");
+  EXPECT_EQ(sized.status, 2) << sized.output;
+  EXPECT_NE(sized.output.find("--vocab cannot be combined with --gguf"), std::string::npos) << sized.output;
+}
+
+TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
+  const std::pair<const char*, const char*> options[] = {
+      {"--dspark --n-draft 0", "--n-draft = 0"},
+      {"--dspark --vocab 12x", "--vocab takes a whole number"},
+      {"--dspark --weight-type q4_k", "--weight-type is f32, f16, bf16 or q8_0"},
+      {"--dspark --placement both", "--placement is replicated or sharded"},
+      {"--dspark --sample-from-anchor 2", "--sample-from-anchor = 2"},
+      {"--dspark --top-k 4", "unknown option --top-k in the DSpark mode"},
+  };
+  for (const auto& c : options) {
+    const CliRun r = dfsel_cmd(c.first);
+    EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
+    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+  }
+  const std::pair<const char*, const char*> setups[] = {
+      {"--dspark --vocab 1000 --rank 2000", "config.markov_rank = 2000"},
+      {"--dspark --vocab 1000 --p-min 0.5 --steps 1", "inputs.p_min = 0.5 needs a confidence head"},
+      {"--dspark --vocab 1000 --rank 48 --weight-type q8_0", "is not a multiple of 32"},
+      {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "placement = SHARDED"},
+      {"--dspark --vocab 2000000000 --blocks 1000", "needs about"},
+  };
+  for (const auto& c : setups) {
+    const CliRun r = dfsel_cmd(c.first);
+    EXPECT_EQ(r.signal, 0) << c.first << ":\n" << r.output;
+    EXPECT_EQ(r.status, 1) << c.first << ":\n" << r.output;
+    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+  }
+}
+
+TEST(ToolDSpark, WriteDraftRefusesDraftsTheReaderRejects) {
+  const std::string out = testing::TempDir() + "dfsel_dspark_refused.gguf";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--vocab 100 --target-vocab 50", "--target-vocab is smaller than --vocab"},
+      {"--rank 48 --w2-type q8_0", "--rank is not a whole number of --w2-type blocks"},
+      {"--rank 64 --embd 64 --conf-type q6_k", "--embd + --rank is not a whole number"},
+      {"--block 1 --no-anchor-drafting", "leaves no drafted position"},
+      {"--vocab 1e3", "--vocab 1e3 is not a valid value"},
+  };
+  for (const auto& c : cases) {
+    const CliRun r = write_draft("--dspark " + out + " " + c.first);
+    EXPECT_EQ(r.status, 2) << c.first << ": " << r.output;
+    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ": " << r.output;
+  }
+}
+
+TEST(ToolDSpark, OptionsParseWhole) {
+  dfsel::tools::DSparkOptions o;
+  std::string err;
+  std::vector<const char*> args = {"dfsel", "--dspark", "--vocab", "5000", "--n-draft", "3", "--seed", "9", "--threads", "2"};
+  ASSERT_TRUE(dfsel::tools::parse_dspark_options((int)args.size(), args.data(), &o, &err)) << err;
+  EXPECT_EQ(o.problem.vocab, 5000);
+  EXPECT_EQ(o.problem.n_draft, 3);
+  EXPECT_EQ(o.problem.seed, 9u);
+  EXPECT_EQ(o.problem.threads, 2);
+}
+
+}  // namespace

@@ -1,0 +1,95 @@
+#include "dspark_options.h"
+
+#include <cstdio>
+#include <set>
+
+#include "parse_number.h"
+
+namespace dfsel::tools {
+
+namespace {
+
+bool type_of(const std::string& s, bool weight, dfsel_type* t) {
+  if (s == "f32") *t = DFSEL_TYPE_F32;
+  else if (s == "f16") *t = DFSEL_TYPE_F16;
+  else if (s == "bf16") *t = DFSEL_TYPE_BF16;
+  else if (s == "q8_0" && weight) *t = DFSEL_TYPE_Q8_0;
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+void print_dspark_usage() {
+  std::printf(
+      "usage: dfsel --dspark [options]      (or dfsel --gguf DRAFT on a DSpark draft)\n"
+      "  --vocab V               draft vocabulary (163840)\n"
+      "  --target-vocab V        target vocabulary; more than --vocab adds a random d2t map (--vocab)\n"
+      "  --rank R                Markov rank (256)\n"
+      "  --n-draft N             drafted positions per block (7)\n"
+      "  --sample-from-anchor B  1: N logits rows a block; 0: N + 1, row 0 the anchor's (1)\n"
+      "  --embd E                confidence head over hidden rows of E (0: none)\n"
+      "  --blocks N              blocks per step (1)\n"
+      "  --shards S              simulated vocabulary ranks (1)\n"
+      "  --dtype T               logits and hidden type: f32, f16, bf16 (f32)\n"
+      "  --weight-type T         W1 and W2: f32, f16, bf16, q8_0 (bf16)\n"
+      "  --placement P           W1 replicated or sharded (replicated)\n"
+      "  --temperature T         0 greedy, > 0 sampling (0)\n"
+      "  --p-min P               stop a block when its confidence is below P (0; needs --embd)\n"
+      "  --seed S                inputs and sampling seed (1)\n"
+      "  --steps N               timed steps (5)\n"
+      "  --threads N             CPU worker threads, 0 for every core (0)\n"
+      "  --gguf FILE             the Markov head of a DSpark draft; its sizes stand (--vocab,\n"
+      "                          --target-vocab, --rank, --n-draft, --sample-from-anchor, --embd\n"
+      "                          and --weight-type are refused with it)\n");
+}
+
+bool parse_dspark_options(int argc, const char* const* argv, DSparkOptions* o, std::string* err) {
+  static const char* const kDraftSizes[] = {"--vocab",  "--target-vocab", "--rank",       "--n-draft",
+                                            "--embd",   "--weight-type",  "--sample-from-anchor"};
+  DSparkProblem& p = o->problem;
+  std::set<std::string> given;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") return o->help = true, true;
+    if (a == "--dspark") continue;
+    if (a.rfind("--", 0) != 0) return *err = "unexpected argument '" + a + "' (options start with --; see --help)", false;
+    if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) return *err = a + " needs a value", false;
+    const char* v = argv[++i];
+    long long n = 0;
+    bool ok = true;
+    if (a == "--vocab") ok = parse_int(a, v, 1, INT32_MAX, &n, err), p.vocab = n;
+    else if (a == "--target-vocab") ok = parse_int(a, v, 1, INT32_MAX, &n, err), p.target_vocab = n;
+    else if (a == "--rank") ok = parse_int(a, v, 1, INT32_MAX, &n, err), p.rank = (int)n;
+    else if (a == "--n-draft") ok = parse_int(a, v, 1, INT32_MAX, &n, err), p.n_draft = (int)n;
+    else if (a == "--sample-from-anchor") ok = parse_int(a, v, 0, 1, &n, err), p.from_anchor = n == 1;
+    else if (a == "--embd") ok = parse_int(a, v, 0, INT32_MAX, &n, err), p.embd = n;
+    else if (a == "--blocks") ok = parse_int(a, v, 1, INT32_MAX, &n, err), p.blocks = (int)n;
+    else if (a == "--shards") ok = parse_int(a, v, 1, 1024, &n, err), p.shards = (int)n;
+    else if (a == "--steps") ok = parse_int(a, v, 1, 1000000, &n, err), o->steps = (int)n;
+    else if (a == "--threads") ok = parse_int(a, v, 0, 1024, &n, err), p.threads = (int)n;
+    else if (a == "--seed") ok = parse_u64(a, v, &p.seed, err);
+    else if (a == "--temperature") ok = parse_float(a, v, 0.0, 1e30, &p.temperature, err);
+    else if (a == "--p-min") ok = parse_float(a, v, 0.0, 1.0, &p.p_min, err);
+    else if (a == "--dtype") ok = type_of(v, false, &p.logits_type) || (*err = "--dtype is f32, f16 or bf16, not " + std::string(v), false);
+    else if (a == "--weight-type")
+      ok = type_of(v, true, &p.weight_type) || (*err = "--weight-type is f32, f16, bf16 or q8_0, not " + std::string(v), false);
+    else if (a == "--placement") {
+      p.sharded = std::string(v) == "sharded";
+      ok = p.sharded || std::string(v) == "replicated" || (*err = "--placement is replicated or sharded, not " + std::string(v), false);
+    } else if (a == "--gguf") {
+      p.gguf = v;
+      ok = !p.gguf.empty() || (*err = "--gguf needs a file name, not an empty string", false);
+    } else {
+      return *err = "unknown option " + a + " in the DSpark mode (see dfsel --dspark --help)", false;
+    }
+    if (!ok) return false;
+    given.insert(a);
+  }
+  if (!p.gguf.empty())
+    for (const char* f : kDraftSizes)
+      if (given.count(f)) return *err = std::string(f) + " cannot be combined with --gguf: the draft sets it", false;
+  return true;
+}
+
+}  // namespace dfsel::tools
