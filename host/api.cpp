@@ -1,10 +1,6 @@
 // The C ABI: every entry point turns the library's Status into a dfsel_status and a message.
 // No exception crosses it (each body runs inside guarded()); the library prints nothing and
 // keeps no global state.
-#include <algorithm>
-#include <cstring>
-#include <new>
-
 #include "host/api_support.h"
 #include "host/plan/plan.h"
 #include "host/plan/validate.h"
@@ -14,7 +10,6 @@ using dfsel::Status;
 using dfsel::copy_msg;
 using dfsel::fail;
 using dfsel::guarded;
-using dfsel::record;
 
 extern "C" {
 
@@ -89,13 +84,7 @@ dfsel_status dfsel_plan_create(const dfsel_plan_desc* desc, dfsel_plan** plan, c
   return s.code;
 }
 
-dfsel_status dfsel_plan_destroy(dfsel_plan* plan) {
-  if (!plan) return DFSEL_SUCCESS;
-  // A plan that another thread is running is left alive rather than freed under that call.
-  if (!plan->in_use.try_claim()) return DFSEL_BUSY;
-  delete plan;
-  return DFSEL_SUCCESS;
-}
+dfsel_status dfsel_plan_destroy(dfsel_plan* plan) { return dfsel::destroy_plan(plan); }
 
 dfsel_backend dfsel_plan_backend(const dfsel_plan* plan) {
   return plan ? plan->desc.backend : DFSEL_BACKEND_AUTO;
@@ -107,13 +96,7 @@ const char* dfsel_plan_last_error(const dfsel_plan* plan) {
 
 dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                              void* const* streams) {
-  if (!plans || n <= 0) return guarded("the run", [&] { return dfsel::run_group(n, plans, in, out, streams); }).code;
-  // A plan another thread holds is refused and its message left alone: it is that call's.
-  const dfsel::PlanClaims<dfsel_plan> claims(n, plans);
-  if (!claims.ok()) return DFSEL_BUSY;
-  const Status s = guarded("the run", [&] { return dfsel::run_group(n, plans, in, out, streams); });
-  for (int i = 0; i < n; ++i) record(plans[i], s);
-  return s.code;
+  return dfsel::call_on_plans(n, plans, "the run", [&] { return dfsel::run_group(n, plans, in, out, streams); });
 }
 
 dfsel_status dfsel_plan_run(dfsel_plan* plan, const dfsel_inputs* in, const dfsel_outputs* out, void* stream) {
@@ -128,9 +111,7 @@ dfsel_status dfsel_plan_check(dfsel_plan* plan, void* stream) {
 
 dfsel_status dfsel_plan_wait(dfsel_plan* plan, void* stream, int64_t timeout_ms) {
   if (!plan) return DFSEL_INVALID_ARGUMENT;
-  const dfsel::PlanClaims<dfsel_plan> claim(1, &plan);
-  if (!claim.ok()) return DFSEL_BUSY;
-  return record(plan, guarded("the wait", [&] { return dfsel::wait_plan(plan, stream, timeout_ms); }));
+  return dfsel::call_on_plans(1, &plan, "the wait", [&] { return dfsel::wait_plan(plan, stream, timeout_ms); });
 }
 
 }  // extern "C"

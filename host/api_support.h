@@ -1,11 +1,13 @@
 // What every C entry point shares (host/api.cpp, host/dspark_api.cpp): a status becomes a
-// dfsel_status and a message, and no exception crosses the C ABI.
+// dfsel_status and a message, no exception crosses the C ABI, and a call on plans holds them
+// for its whole length (host/plan/one_call.h), the same way for every plan kind.
 #pragma once
 
 #include <algorithm>
 #include <cstring>
 #include <new>
 
+#include "host/plan/one_call.h"
 #include "host/status.h"
 
 namespace dfsel {
@@ -40,6 +42,28 @@ dfsel_status record(Plan* plan, const Status& s) {
     }
   }
   return s.code;
+}
+
+// A call on plans[0..n) (run, run_group, wait): f runs guarded with every plan claimed, and its
+// outcome is recorded in each. A plan another call holds is refused with DFSEL_BUSY, nothing
+// run and no message recorded: the plan's last_error belongs to the call that holds it.
+template <class Plan, class F>
+dfsel_status call_on_plans(int n, Plan* const* plans, const char* what, F f) {
+  if (!plans || n <= 0) return guarded(what, f).code;  // f refuses the arguments
+  const PlanClaims<Plan> claims(n, plans);
+  if (!claims.ok()) return DFSEL_BUSY;
+  const Status s = guarded(what, f);
+  for (int i = 0; i < n; ++i) record(plans[i], s);
+  return s.code;
+}
+
+// A plan that another thread's call holds is left alive (DFSEL_BUSY) rather than freed under it.
+template <class Plan>
+dfsel_status destroy_plan(Plan* plan) {
+  if (!plan) return DFSEL_SUCCESS;
+  if (!plan->in_use.try_claim()) return DFSEL_BUSY;
+  delete plan;
+  return DFSEL_SUCCESS;
 }
 
 }  // namespace dfsel

@@ -2,13 +2,11 @@
 // value (dspark.h): descriptions, runs, outputs, groups, the CUDA backend, plans in use.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "host/plan/plan_use.h"
 #include "support/dspark_problem.h"
 
 namespace dfsel::test {

@@ -3,7 +3,6 @@
 // and a plan another call holds.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -163,15 +162,21 @@ TEST(DSparkRunErrors, APlanListedTwiceOrHeldElsewhereIsRefused) {
   dfsel_dspark_inputs in[2] = {run.in, run.in};
   dfsel_dspark_outputs out[2] = {run.out, run.out};
   EXPECT_EQ(dfsel_dspark_run_group(2, twice, in, out, nullptr), DFSEL_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dfsel_dspark_plan_last_error(run.plan)).find("plans[0] and plans[1] are the same plan"),
+            std::string::npos)
+      << dfsel_dspark_plan_last_error(run.plan);
   EXPECT_TRUE(run.untouched());
-  // A plan held by a call of another thread: the guard every entry point takes.
-  run.plan->in_use.store(true);
-  EXPECT_EQ(dfsel_dspark_plan_run(run.plan, &run.in, &run.out, nullptr), DFSEL_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(dfsel_dspark_plan_last_error(run.plan)).find("in use by a call of another thread"), std::string::npos);
-  EXPECT_EQ(dfsel_dspark_plan_wait(run.plan, nullptr, -1), DFSEL_INVALID_ARGUMENT);
-  EXPECT_EQ(dfsel_dspark_plan_destroy(run.plan), DFSEL_INVALID_ARGUMENT);
+  // A plan held by a call of another thread, its claim taken as that call would: every call is
+  // refused with DFSEL_BUSY at once, and the holder's message is left alone.
+  const std::string before = dfsel_dspark_plan_last_error(run.plan);
+  ASSERT_TRUE(run.plan->in_use.try_claim());
+  EXPECT_EQ(dfsel_dspark_plan_run(run.plan, &run.in, &run.out, nullptr), DFSEL_BUSY);
+  EXPECT_EQ(dfsel_dspark_run_group(1, &run.plan, &run.in, &run.out, nullptr), DFSEL_BUSY);
+  EXPECT_EQ(dfsel_dspark_plan_wait(run.plan, nullptr, -1), DFSEL_BUSY);
+  EXPECT_EQ(dfsel_dspark_plan_destroy(run.plan), DFSEL_BUSY) << "a plan in use was freed";
+  EXPECT_EQ(dfsel_dspark_plan_last_error(run.plan), before);
   EXPECT_TRUE(run.untouched());
-  run.plan->in_use.store(false);
+  run.plan->in_use.release();
   EXPECT_EQ(dfsel_dspark_plan_run(run.plan, &run.in, &run.out, nullptr), DFSEL_SUCCESS);
   EXPECT_STREQ(dfsel_dspark_plan_last_error(run.plan), "");
   EXPECT_FALSE(run.untouched());

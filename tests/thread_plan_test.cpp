@@ -6,24 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "host/plan/plan.h"
 #include "support/problem.h"
+#include "support/two_threads.h"
 
 namespace dfsel::test {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // One problem, its plan description and the outputs of one caller.
 struct Step {
@@ -69,73 +60,28 @@ struct Step {
   }
 };
 
-struct Tally {
-  std::atomic<int> ok{0}, busy{0}, wrong{0}, other{0};
-};
-
-// Runs worker(i) on two threads; a deadlock (two runs in one worker pool) fails the test at
-// the deadline instead of hanging the suite.
-void on_two_threads(const std::function<void(int)>& worker, int seconds) {
-  std::mutex mu;
-  std::condition_variable cv;
-  int finished = 0;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i)
-    threads.emplace_back([&, i] {
-      worker(i);
-      std::lock_guard<std::mutex> lock(mu);
-      ++finished;
-      cv.notify_all();
-    });
-  std::unique_lock<std::mutex> lock(mu);
-  if (!cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return finished == 2; })) {
-    std::fprintf(stderr, "two calls did not finish in %d s: a deadlock\n", seconds);
-    std::_Exit(1);
-  }
-  lock.unlock();
-  for (std::thread& t : threads) t.join();
-}
-
-// Both threads run the same plan until each has had a success and a refusal was seen (or
-// enough tries have been made); every success must be the single-threaded result.
-void hammer_one_plan(int32_t n_threads) {
+// Both threads run the same plan; every success must be the single-threaded result.
+void hammer(int32_t n_threads) {
   Step s(31);
   dfsel_plan* plan = s.create(n_threads);
   ASSERT_NE(plan, nullptr);
   ASSERT_EQ(dfsel_plan_run(plan, &s.in, &s.out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plan);
-  Tally t;
-  const Clock::time_point stop = Clock::now() + std::chrono::seconds(10);
-  on_two_threads(
-      [&](int) {
-        std::vector<int32_t> store;
-        const dfsel_outputs o = s.outputs_of(&store);
-        int mine = 0;
-        for (int i = 0; i < 100000 && Clock::now() < stop; ++i) {
-          const dfsel_status st = dfsel_plan_run(plan, &s.in, &o, nullptr);
-          if (st == DFSEL_BUSY) {
-            ++t.busy;
-          } else if (st != DFSEL_SUCCESS) {
-            ++t.other;
-          } else {
-            ++mine;
-            ++t.ok;
-            if (!s.same_as_reference(store)) ++t.wrong;
-            store.assign(store.size(), -7);
-          }
-          if (mine >= 20 && t.busy > 0) break;
-        }
-      },
-      60);
-  EXPECT_EQ(t.wrong.load(), 0) << "runs that returned DFSEL_SUCCESS with another result";
-  EXPECT_EQ(t.other.load(), 0);
-  EXPECT_GT(t.busy.load(), 0) << "two threads on one plan never met";
-  EXPECT_GT(t.ok.load(), 0);
+  std::vector<int32_t> store[2];
+  const dfsel_outputs outs[2] = {s.outputs_of(&store[0]), s.outputs_of(&store[1])};
+  hammer_one_plan([&](int thread, bool* same) {
+    const dfsel_status st = dfsel_plan_run(plan, &s.in, &outs[thread], nullptr);
+    if (st == DFSEL_SUCCESS) {
+      *same = s.same_as_reference(store[thread]);
+      store[thread].assign(store[thread].size(), -7);
+    }
+    return st;
+  });
   EXPECT_EQ(dfsel_plan_destroy(plan), DFSEL_SUCCESS);
 }
 
-TEST(ThreadPlan, OnePlanFromTwoThreadsIsRefusedNotMixed) { hammer_one_plan(0); }
+TEST(ThreadPlan, OnePlanFromTwoThreadsIsRefusedNotMixed) { hammer(0); }
 
-TEST(ThreadPlan, OnePlanFromTwoThreadsWithOneWorker) { hammer_one_plan(1); }
+TEST(ThreadPlan, OnePlanFromTwoThreadsWithOneWorker) { hammer(1); }
 
 TEST(ThreadPlan, TwoPlansOnTwoThreadsBothWork) {
   Step s(32);

@@ -3,7 +3,6 @@
 // every plan driven by this thread sends and receives its records (host/plan/dspark_step.cpp).
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "host/backend/dspark_backend.h"
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
+#include "host/plan/one_call.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
 
@@ -40,8 +40,7 @@ struct dfsel_dspark_plan {
   std::unique_ptr<dfsel::Exchange> exchange;
   std::string last_error;
   dfsel::DSparkScratch scratch;
-  std::atomic<bool> in_use{false};               // a call holds the plan (host/plan/plan_use.h)
-  std::atomic<const char*> refusal{nullptr};      // why the last call that found it held was refused
+  dfsel::OneCall in_use;  // held by the call on this plan now, if any (dspark.h, as dfsel.h: threads)
 };
 
 namespace dfsel {

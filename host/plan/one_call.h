@@ -1,8 +1,9 @@
-// A plan serves one call at a time (dfsel.h, Threads). A call claims every plan it names for its
-// whole length, the recording of its message included, and a plan that another call holds is
-// refused with DFSEL_BUSY instead of being waited for: two calls at once on one plan would
-// share its workspace and its CPU workers (a deadlock, or results mixed between the calls),
-// and a caller that makes them has a bug to be told of. A claim is one atomic exchange.
+// A plan of any kind serves one call at a time (dfsel.h, Threads; dspark.h). A call claims
+// every plan it names for its whole length, the recording of its message included, and a plan
+// that another call holds is refused with DFSEL_BUSY instead of being waited for: two calls at
+// once on one plan would share its workspace and its CPU workers (a deadlock, or results mixed
+// between the calls), and a caller that makes them has a bug to be told of. A claim is one
+// atomic exchange. The C entry points take claims through host/api_support.h.
 #pragma once
 
 #include <atomic>

@@ -25,10 +25,11 @@
  * anchor's, is not read; row k drafts step k). Outputs are [n_blocks][N].
  *
  * The same rules as dfsel.h hold: every call returns a dfsel_status and a message naming the
- * argument and its value; a plan is used by one thread at a time (a call that finds it in use
- * by another is refused); outputs overlap neither each other nor anything a run reads. The CPU
- * backend runs a plan on host memory; this version's CUDA backend refuses DSpark plans
- * (DFSEL_UNSUPPORTED).
+ * argument and its value; a plan serves one call at a time (a call that names a plan another
+ * thread's call holds is refused with DFSEL_BUSY at once, nothing read, written or recorded);
+ * every pointer is aligned for the type it holds, and memory a run writes (its outputs, a
+ * caller-owned workspace) overlaps nothing else the run touches. The CPU backend runs a plan
+ * on host memory; this version's CUDA backend refuses DSpark plans (DFSEL_UNSUPPORTED).
  */
 #ifndef DFSEL_DSPARK_H
 #define DFSEL_DSPARK_H
@@ -104,7 +105,7 @@ DFSEL_API dfsel_status dfsel_dspark_workspace_size(const dfsel_dspark_plan_desc*
  * in place at every run and must outlive the plan. */
 DFSEL_API dfsel_status dfsel_dspark_plan_create(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan** plan,
                                                 char* msg, size_t msg_len);
-/* DFSEL_INVALID_ARGUMENT, and nothing destroyed, while another thread uses the plan. */
+/* DFSEL_BUSY, and nothing destroyed, while another thread's call holds the plan. */
 DFSEL_API dfsel_status dfsel_dspark_plan_destroy(dfsel_dspark_plan* plan);
 DFSEL_API dfsel_backend dfsel_dspark_plan_backend(const dfsel_dspark_plan* plan);
 DFSEL_API const char* dfsel_dspark_plan_last_error(const dfsel_dspark_plan* plan);
