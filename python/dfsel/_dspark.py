@@ -2,27 +2,20 @@
 its runs. This version of the library runs DSpark plans on the CPU backend (NumPy arrays)."""
 import ctypes
 
-from . import _abi, _arrays
+from . import _abi, _arrays, _cvalues
 from ._abi import Error, Status, Type
+from ._cvalues import INT32, INT64, UINT64
 from ._loader import library
-from ._outputs import _allocate
-from ._plan import _U64, _Owned, _comm_handle, _create, _enum, _group_size, _unwrap
+from ._outputs import ArraySet, _allocate, expose
+from ._owned import Owned, claimed, create, group_size
+from ._plan import _comm_handle, _enum, _unwrap
 
 _FLOATS = (Type.F32, Type.F16, Type.BF16)
 _WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
 FIELDS = ("tokens", "n_emitted", "draft_ids", "logits", "probs", "log_norm", "confidence")
 _KINDS = {"tokens": "i32", "n_emitted": "i32", "draft_ids": "i32", "logits": "f32", "probs": "f32", "log_norm": "f32",
           "confidence": "f32"}
-
-
-def _int(value, bits, name, low=None):
-    """A Python integer that fits the C field it goes to (ctypes would wrap it silently)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Error(Status.INVALID_ARGUMENT, "%s = %r: expected an integer" % (name, value))
-    lo = -(1 << (bits - 1)) if low is None else low
-    if not lo <= value < (1 << (bits - 1)):
-        raise Error(Status.INVALID_ARGUMENT, "%s = %d does not fit a %d-bit C integer" % (name, value, bits))
-    return value
+_ALL = ("draft_ids", "logits", "probs", "log_norm", "confidence")
 
 
 def _tensor(st, x, name, allowed, dtype=None):
@@ -38,56 +31,67 @@ def _tensor(st, x, name, allowed, dtype=None):
     return v.owner
 
 
-class DSparkOutputs:
+class DSparkOutputs(ArraySet):
     """Output arrays for runs of up to n_blocks blocks: tokens [n_blocks, N] int32 (target ids,
     -1 after the last emitted), n_emitted [n_blocks] int32, draft_ids [n_blocks, N] int32,
     logits [n_blocks, N] (l_k at the chosen id), probs and log_norm [n_blocks, N] (sampling
     only), confidence [n_blocks, N] (plans with a confidence head). Fields not asked for are
-    None and not written."""
+    None and not written. The fields are read-only, and a run checks that its plan drafts the
+    N positions they were shaped for (n_draft)."""
+
+    __slots__ = ("_n_draft",)
 
     def __init__(self, n_blocks, n_draft, want):
-        self.n_blocks = n_blocks
+        self._n_blocks, self._n_draft, self._arrays = n_blocks, n_draft, {}
         self.struct = _abi.DSparkOutputs()
         self.struct.n_blocks = n_blocks
         want = set(want) | {"tokens", "n_emitted"}
         for f in FIELDS:
-            arr = None
             if f in want:
                 arr = _allocate("numpy", _arrays.CPU, (n_blocks,) if f == "n_emitted" else (n_blocks, n_draft), _KINDS[f])
                 setattr(self.struct, f, arr.ctypes.data)
-            setattr(self, f, arr)
+                self._arrays[f] = arr
         self.ref = ctypes.pointer(self.struct)
 
-    def as_dict(self):
-        return {f: getattr(self, f) for f in FIELDS if getattr(self, f) is not None}
+    n_draft = property(lambda self: self._n_draft, doc="N, the drafted positions a block's arrays hold")
 
 
-class DSparkPlan(_Owned):
+expose(DSparkOutputs, FIELDS)
+
+
+class DSparkPlan(Owned):
     """One rank of a DSpark chain. Weights are NumPy arrays (host memory, read in place: they
     must stay unchanged while the plan lives, and the plan keeps them alive): w1 [V_target, R]
     (sharded placement: [v_end - v_begin, R]), w2 [v_end - v_begin, R], optionally w2_scale [1]
     or [v_end - v_begin] float32, conf_w [n_embd + R] (the confidence head; n_embd follows from
     its width), d2t [v_end - v_begin] int32 target ids. logit_scale and softcap transform the base
-    logits before the bias (llama.cpp applies neither). One thread at a time may run a plan."""
+    logits before the bias (llama.cpp applies neither).
 
-    _destroy = "dfsel_dspark_plan_destroy"
+    Threads: a plan serves one call at a time. run(), dspark_run_group() and close() on a plan
+    that another thread is using raise dfsel.Error with status BUSY at once (nothing is read or
+    written); different plans may run on different threads together."""
+
+    _destroy, _last_error = "dfsel_dspark_plan_destroy", "dfsel_dspark_plan_last_error"
 
     def __init__(self, *, n_vocab, markov_rank, n_draft, max_blocks, w1, w2, n_target_vocab=None,
                  sample_from_anchor=True, w2_scale=None, conf_w=None, conf_bias=0.0, d2t=None, logit_scale=0.0,
                  softcap=0.0, rank=0, n_ranks=1, v_begin=0, v_end=None, placement="replicated", backend="auto",
                  nccl_comm=None, n_threads=0, weight_dtype=None):
-        self._ptr = None
+        self._open()
         lib = library()
         d = _abi.DSparkPlanDesc()
-        v_end = n_vocab if v_end is None else v_end
-        n_target_vocab = n_vocab if n_target_vocab is None else n_target_vocab
+        n_vocab = _cvalues.integer(n_vocab, "n_vocab", INT64)
+        n_target_vocab = n_vocab if n_target_vocab is None else _cvalues.integer(n_target_vocab, "n_target_vocab", INT64)
+        markov_rank, n_draft = _cvalues.integer(markov_rank, "markov_rank"), _cvalues.integer(n_draft, "n_draft")
+        max_blocks = _cvalues.integer(max_blocks, "max_blocks")
+        rank, n_ranks = _cvalues.integer(rank, "rank"), _cvalues.integer(n_ranks, "n_ranks")
+        v_begin = _cvalues.integer(v_begin, "v_begin", INT64)
+        v_end = n_vocab if v_end is None else _cvalues.integer(v_end, "v_end", INT64)
         c = d.config
-        c.n_vocab, c.n_target_vocab = _int(n_vocab, 64, "n_vocab"), _int(n_target_vocab, 64, "n_target_vocab")
-        c.markov_rank, c.n_draft = _int(markov_rank, 32, "markov_rank"), _int(n_draft, 32, "n_draft")
-        c.sample_from_anchor, c.max_blocks = 1 if sample_from_anchor else 0, _int(max_blocks, 32, "max_blocks")
-        c.logit_scale, c.softcap = logit_scale, softcap
-        d.shard.rank, d.shard.n_ranks = _int(rank, 32, "rank"), _int(n_ranks, 32, "n_ranks")
-        d.shard.v_begin, d.shard.v_end = _int(v_begin, 64, "v_begin"), _int(v_end, 64, "v_end")
+        c.n_vocab, c.n_target_vocab, c.markov_rank, c.n_draft = n_vocab, n_target_vocab, markov_rank, n_draft
+        c.sample_from_anchor, c.max_blocks = 1 if sample_from_anchor else 0, max_blocks
+        c.logit_scale, c.softcap = _cvalues.real(logit_scale, "logit_scale"), _cvalues.real(softcap, "softcap")
+        d.shard.rank, d.shard.n_ranks, d.shard.v_begin, d.shard.v_end = rank, n_ranks, v_begin, v_end
         d.placement = _enum(placement, _abi.Placement, "placement",
                             {"replicated": _abi.Placement.REPLICATED, "sharded": _abi.Placement.SHARDED})
         asked = _enum(backend, _abi.Backend, "backend",
@@ -99,25 +103,29 @@ class DSparkPlan(_Owned):
         if conf_w is not None:
             keep.append(_tensor(d.conf_w, conf_w, "conf_w", _WEIGHTS, weight_dtype))
             c.n_embd = d.conf_w.ne[0] - c.markov_rank
-        d.conf_bias = conf_bias
+        d.conf_bias = _cvalues.real(conf_bias, "conf_bias")
         if d2t is not None:
             v = _arrays.view(d2t, "d2t")
             _arrays.check_device(v, "d2t", _arrays.CPU)
             d.d2t = _arrays.vector_ptr(v, "d2t", "i32", v_end - v_begin)
             keep.append(v.owner)
         d.nccl_comm = _comm_handle(nccl_comm)
-        d.n_threads = _int(n_threads, 32, "n_threads")
-        self._ptr, self._lib, self._desc, self._keep = _create(lib.dfsel_dspark_plan_create, d), lib, d, keep
+        d.n_threads = _cvalues.integer(n_threads, "n_threads")
+        self._ptr, self._lib, self._desc, self._keep = create(lib.dfsel_dspark_plan_create, d), lib, d, keep
         self.n_draft, self.max_blocks, self.v_begin, self.v_end = n_draft, max_blocks, v_begin, v_end
         self.n_embd = c.n_embd
         self.rows_per_block = n_draft if sample_from_anchor else n_draft + 1
         self.backend = "cpu"
 
-    def outputs(self, n_blocks=None, *, want=("draft_ids", "logits", "probs", "log_norm", "confidence")):
+    def outputs(self, n_blocks=None, *, want=_ALL):
         """Output arrays for runs of up to n_blocks blocks (max_blocks when None); confidence
         only for a plan with a confidence head."""
-        want = tuple(w for w in want if w != "confidence" or self.n_embd > 0)
-        return DSparkOutputs(self.max_blocks if n_blocks is None else n_blocks, self.n_draft, want)
+        n_blocks = self.max_blocks if n_blocks is None else _cvalues.integer(n_blocks, "n_blocks", INT32, 1,
+                                                                              self.max_blocks)
+        return self._allocate(n_blocks, want)
+
+    def _allocate(self, n_blocks, want=_ALL):
+        return DSparkOutputs(n_blocks, self.n_draft, tuple(w for w in want if w != "confidence" or self.n_embd > 0))
 
     def _inputs(self, logits, anchors, hidden, temperature, p_min, seed, dtypes):
         inp = _abi.DSparkInputs()
@@ -127,9 +135,22 @@ class DSparkPlan(_Owned):
         v = _arrays.view(anchors, "anchors")
         _arrays.check_device(v, "anchors", _arrays.CPU)
         inp.anchors = _arrays.vector_ptr(v, "anchors", "i32")
-        inp.n_blocks = _int(v.shape[0], 32, "anchors' length")
-        inp.temperature, inp.p_min, inp.seed = temperature, p_min, _int(seed, 65, "seed", 0) & _U64
+        inp.n_blocks = _cvalues.integer(v.shape[0], "anchors' length")
+        inp.temperature, inp.p_min = _cvalues.real(temperature, "temperature"), _cvalues.real(p_min, "p_min")
+        inp.seed = _cvalues.integer(seed, "seed", UINT64)
         return inp, keep + [v.owner]
+
+    def _outputs_for(self, n_blocks, out):
+        """out (the DSparkOutputs of a plan of this N), or new outputs for n_blocks blocks (a
+        count outside [1, max_blocks] is the library's to refuse, by its field's name)."""
+        if out is None:
+            return self._allocate(n_blocks)
+        if type(out) is not DSparkOutputs:
+            raise Error(Status.INVALID_ARGUMENT, "out = %r: expected the DSparkOutputs of plan.outputs()" % (out,))
+        if out.n_draft != self.n_draft:
+            raise Error(Status.INVALID_ARGUMENT, "out holds outputs for N = %d drafted positions; this plan drafts "
+                        "N = %d" % (out.n_draft, self.n_draft))
+        return out
 
     def run(self, logits, anchors, *, hidden=None, temperature=0.0, p_min=0.0, seed=0, out=None, logits_dtype=None,
             hidden_dtype=None):
@@ -142,29 +163,24 @@ class DSparkPlan(_Owned):
                                 logits_dtype=logits_dtype, hidden_dtype=hidden_dtype)[0]
 
 
-
 def dspark_run_group(plans, logits, anchors, *, hidden=None, temperature=0.0, p_min=0.0, seed=0, out=None,
                      logits_dtype=None, hidden_dtype=None):
     """One chain for every rank of an in-process group (dfsel_dspark_run_group): logits, anchors
     (and hidden, out when given) have one entry per plan. Returns a list of DSparkOutputs."""
-    n = _group_size(plans, logits=logits, anchors=anchors, hidden=hidden, out=out)
-    ins, outs, keep = (_abi.DSparkInputs * n)(), [], []
-    for i, p in enumerate(plans):
-        if not isinstance(p, DSparkPlan) or not p._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "plans[%d] is not an open dfsel.DSparkPlan" % i)
-        try:
-            inp, k = p._inputs(logits[i], anchors[i], None if hidden is None else hidden[i], temperature, p_min, seed,
-                               (logits_dtype, hidden_dtype))
-        except Error as e:
-            raise Error(e.status, "plans[%d]: %s" % (i, e.message)) if n > 1 else e
-        ins[i], keep = inp, keep + k
-        o = out[i] if out is not None else p.outputs(inp.n_blocks)
-        if not isinstance(o, DSparkOutputs):
-            raise Error(Status.INVALID_ARGUMENT, "out[%d] = %r: expected the DSparkOutputs of plan.outputs()" % (i, o))
-        outs.append(o)
-    ptrs = (ctypes.c_void_p * n)(*[p._ptr for p in plans])
-    outv = (_abi.DSparkOutputs * n)(*[o.struct for o in outs])
-    st = plans[0]._lib.dfsel_dspark_run_group(n, ptrs, ins, outv, None)
-    if st:
-        raise Error(st, plans[0]._lib.dfsel_dspark_plan_last_error(plans[0]._ptr).decode(errors="replace"))
-    return outs
+    n = group_size(plans, logits=logits, anchors=anchors, hidden=hidden, out=out)
+    with claimed(plans, DSparkPlan):
+        ins, outs, keep = (_abi.DSparkInputs * n)(), [], []
+        for i, p in enumerate(plans):
+            try:
+                inp, k = p._inputs(logits[i], anchors[i], None if hidden is None else hidden[i], temperature, p_min,
+                                   seed, (logits_dtype, hidden_dtype))
+                ins[i], keep = inp, keep + k
+                outs.append(p._outputs_for(inp.n_blocks, None if out is None else out[i]))
+            except Error as e:
+                raise Error(e.status, "plans[%d]: %s" % (i, e.message)) if n > 1 else e
+        ptrs = (ctypes.c_void_p * n)(*[p._ptr for p in plans])
+        outv = (_abi.DSparkOutputs * n)(*[o.struct for o in outs])
+        st = plans[0]._lib.dfsel_dspark_run_group(n, ptrs, ins, outv, None)
+        if st:
+            raise plans[0]._error(st)
+        return outs

@@ -50,7 +50,31 @@ def _raw_ptr(arr):
     return arr.data.ptr  # CuPy
 
 
-class Outputs:
+class ArraySet:
+    """Output arrays of one plan kind and the C struct that points at them. The fields are
+    read-only properties (installed by expose()): the library writes the arrays the struct
+    held when the set was made, so an array put in a field's place would never be written."""
+
+    __slots__ = ("_arrays", "_n_blocks", "struct", "ref")
+
+    n_blocks = property(lambda self: self._n_blocks, doc="the most blocks a run may write")
+
+    def as_dict(self):
+        return dict(self._arrays)
+
+    def __repr__(self):
+        return "dfsel.%s(n_blocks=%d, %s)" % (type(self).__name__, self._n_blocks, ", ".join(
+            "%s=%s" % (f, tuple(getattr(a, "shape", ()))) for f, a in self._arrays.items()))
+
+
+def expose(cls, fields):
+    """cls.<field> for every field: the array, or None where the set holds none."""
+    for f in fields:
+        setattr(cls, f, property(lambda self, f=f: self._arrays.get(f)))
+    return cls
+
+
+class Outputs(ArraySet):
     """Output arrays for runs of up to `n_blocks` blocks: cand_ids [n_blocks*L, K] int32,
     unary [n_blocks*L, K], scores [n_blocks*L, K, K], q [n_blocks*L, K] (sampling only),
     path [n_blocks, L] int32 (-1 after the last emitted token), n_emitted [n_blocks] int32,
@@ -59,7 +83,7 @@ class Outputs:
     read-only: the library writes the arrays they held when the Outputs was made, so a run
     checks that its plan has the K, block size and n_embd they were shaped for (dims)."""
 
-    __slots__ = ("_arrays", "_n_blocks", "_dims", "_device", "struct", "ref")
+    __slots__ = ("_dims", "_device")
 
     def __init__(self, n_blocks, dims, device, framework, want, given, trusted=False):
         """trusted: every array was allocated here or by the torch op with the right shape
@@ -97,18 +121,8 @@ class Outputs:
                 setattr(self.struct, f, _arrays.contiguous_ptr(v, name, _KINDS[f], shp[f]))
         self.ref = ctypes.pointer(self.struct)
 
-    n_blocks = property(lambda self: self._n_blocks, doc="the most blocks a run may write")
     dims = property(lambda self: self._dims, doc="(K, L, block_size, n_embd) the arrays are shaped for")
     device = property(lambda self: self._device)
 
-    def as_dict(self):
-        return dict(self._arrays)
 
-    def __repr__(self):
-        return "dfsel.Outputs(n_blocks=%d, %s)" % (self._n_blocks, ", ".join(
-            "%s=%s" % (f, tuple(getattr(a, "shape", ()))) for f, a in self._arrays.items()))
-
-
-for _f in FIELDS:
-    setattr(Outputs, _f, property(lambda self, f=_f: self._arrays.get(f)))
-del _f
+expose(Outputs, FIELDS)

@@ -2,19 +2,17 @@
 import ctypes
 import itertools
 import sys
-import threading
 import weakref
 
 from . import _abi, _arrays, _cvalues, _streams
 from ._abi import Error, Status, Type
 from ._cvalues import INT32, INT64, UINT64
 from ._loader import library
+from ._owned import Owned, claimed, create, group_size
 from ._outputs import Outputs
 
 _FLOATS = (Type.F32, Type.F16, Type.BF16)
 _WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
-_MSG_LEN = 1024
-_U64 = (1 << 64) - 1
 _handles = itertools.count(1)
 registry = weakref.WeakValueDictionary()  # handle -> Plan, for torch.ops.dfsel.select
 
@@ -70,52 +68,7 @@ def _data_ptr(x):
     return x.data_ptr() if hasattr(x, "data_ptr") else x.ctypes.data
 
 
-class _Owned:
-    """close(), `with` and finalisation for an object that owns a library handle (_ptr) and
-    keeps its arrays alive (_keep); _destroy names the library call that frees the handle."""
-    _destroy = None
-
-    def close(self):
-        if self._ptr:
-            getattr(self._lib, self._destroy)(self._ptr)
-            self._ptr = None
-            self._keep = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def _create(create, desc):
-    """The handle a dfsel_*_create call makes of desc, or its failure as dfsel.Error."""
-    msg = ctypes.create_string_buffer(_MSG_LEN)
-    ptr = ctypes.c_void_p()
-    st = create(ctypes.byref(desc), ctypes.byref(ptr), msg, _MSG_LEN)
-    if st != Status.SUCCESS:
-        raise Error(st, msg.value.decode(errors="replace"))
-    return ptr.value
-
-
-def _group_size(plans, **sequences):
-    """len(plans), after every sequence given (not None) was found to have one entry per plan."""
-    n = len(plans)
-    for name, seq in sequences.items():
-        if seq is not None and len(seq) != n:
-            raise Error(Status.INVALID_ARGUMENT, "%s has %d entries for %d plans" % (name, len(seq), n))
-    if n == 0:
-        raise Error(Status.INVALID_ARGUMENT, "plans is empty")
-    return n
-
-
-class Plan(_Owned):
+class Plan(Owned):
     """One shard of a DFlash2 selector. Weights (e_prev, e_next {V or V_shard rows, R};
     w_h {R rows, n_embd}) are NumPy arrays for the CPU backend, CUDA arrays for the CUDA
     backend; they must stay unchanged while the plan lives (the plan keeps them alive).
@@ -126,14 +79,13 @@ class Plan(_Owned):
     another thread is using raise dfsel.Error with status BUSY at once (nothing is read or
     written); different plans may run on different threads together."""
 
-    _destroy = "dfsel_plan_destroy"
+    _destroy, _last_error = "dfsel_plan_destroy", "dfsel_plan_last_error"
 
     def __init__(self, *, n_vocab, n_embd, codebook_rank, top_k, block_size, max_blocks,
                  e_prev, e_next, w_h, logit_scale=1.0, softcap=0.0, rank=0, n_ranks=1,
                  v_begin=0, v_end=None, placement="replicated", backend="auto", device=None,
                  nccl_comm=None, n_threads=0, weight_dtype=None):
-        self._ptr = None
-        self._lock = threading.Lock()  # held by the call in progress (non-blocking: BUSY)
+        self._open()
         lib = library()
         n_vocab, n_embd = _cvalues.integer(n_vocab, "n_vocab", INT64), _cvalues.integer(n_embd, "n_embd", INT64)
         codebook_rank, top_k = _cvalues.integer(codebook_rank, "codebook_rank"), _cvalues.integer(top_k, "top_k")
@@ -186,7 +138,7 @@ class Plan(_Owned):
             _arrays.fill_tensor(getattr(d, name), v, t, name)
         d.nccl_comm = _comm_handle(nccl_comm)
         d.n_threads = _cvalues.integer(n_threads, "n_threads")
-        self._ptr, self._lib, self._desc, self._keep = _create(lib.dfsel_plan_create, d), lib, d, keep
+        self._ptr, self._lib, self._desc, self._keep = create(lib.dfsel_plan_create, d), lib, d, keep
         self.top_k, self.block_size, self.n_embd = top_k, block_size, n_embd
         self.n_drafted = block_size - 1  # L, drafted positions per block
         self.max_blocks, self.v_begin, self.v_end, self.n_vocab = max_blocks, v_begin, v_end, n_vocab
@@ -270,15 +222,6 @@ class Plan(_Owned):
             return _streams.current(self._anchor_fw, self.device)
         return _streams.handle(stream)
 
-    def _error(self, status):
-        if status == Status.BUSY:  # the plan's message belongs to the call that holds it
-            return _busy_error(self)
-        return Error(status, self._lib.dfsel_plan_last_error(self._ptr).decode(errors="replace"))
-
-    def _claim(self):
-        if not self._lock.acquire(blocking=False):
-            raise _busy_error(self)
-
     # -- public -------------------------------------------------------------------------
     def outputs(self, n_blocks=None, *, want=("cand_ids", "unary", "scores", "q", "path", "n_emitted"),
                 framework=None, **arrays):
@@ -328,18 +271,6 @@ class Plan(_Owned):
         finally:
             self._lock.release()
 
-    def close(self):
-        if self._ptr:
-            if not self._lock.acquire(blocking=False):
-                raise _busy_error(self)
-            try:
-                if self._lib.dfsel_plan_destroy(self._ptr) == Status.BUSY:
-                    raise _busy_error(self)
-                self._ptr = None
-                self._keep = None
-            finally:
-                self._lock.release()
-
     def __repr__(self):
         return "dfsel.Plan(backend=%s, device=%s, vocab [%d, %d) of %d, K=%d, block_size=%d)" % (
             self.backend, self.device, self.v_begin, self.v_end, self.n_vocab, self.top_k, self.block_size)
@@ -350,24 +281,10 @@ def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, see
     """One step for several plans driven by this thread (dfsel_run_group): every rank of an
     in-process group, or this process's ranks of an NCCL group. logits, hidden, anchors (and
     streams, out when given) are sequences with one entry per plan. Returns a list of Outputs."""
-    n = _group_size(plans, logits=logits, hidden=hidden, anchors=anchors, streams=streams, out=out)
-    for i, p in enumerate(plans):
-        if not isinstance(p, Plan) or not p._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "plans[%d] is not an open dfsel.Plan" % i)
-        for j in range(i):
-            if plans[j] is p:
-                raise Error(Status.INVALID_ARGUMENT, "plans[%d] and plans[%d] are the same plan; a plan may "
-                            "appear once in a group" % (j, i))
-    claimed = []
-    try:
-        for p in plans:
-            p._claim()
-            claimed.append(p)
+    group_size(plans, logits=logits, hidden=hidden, anchors=anchors, streams=streams, out=out)
+    with claimed(plans, Plan):
         return _run_group(plans, logits, hidden, anchors, temperature, p_min, seed, streams, out, packed,
                           (logits_dtype, hidden_dtype))
-    finally:
-        for p in claimed:
-            p._lock.release()
 
 
 def _run_group(plans, logits, hidden, anchors, temperature, p_min, seed, streams, out, packed, dtypes):
@@ -388,11 +305,6 @@ def _run_group(plans, logits, hidden, anchors, temperature, p_min, seed, streams
     if st:
         raise plans[0]._error(st)
     return outs
-
-
-def _busy_error(plan):
-    return Error(Status.BUSY, "%r is in use by another call (another thread); a plan serves one call at a "
-                 "time: give each thread its own plan" % (plan,))
 
 
 def _describe_outputs(dims, n_blocks):

@@ -1,0 +1,108 @@
+"""What every plan kind (dfsel.Plan, dfsel.DSparkPlan) does with the library handle it owns:
+create it, claim it for one call at a time, and free it.
+
+A plan serves one call at a time (dfsel.h, Threads; dspark.h). Each plan holds a lock that a
+call takes without waiting for its whole length: a call on a plan that another thread is using
+raises dfsel.Error with status BUSY at once, before anything is read or written, as the library
+itself would answer; the lock also keeps the plan's reused input structs to one caller.
+"""
+import contextlib
+import ctypes
+import threading
+
+from ._abi import Error, Status
+
+_MSG_LEN = 1024
+
+
+class Owned:
+    """A library handle (_ptr) and the arrays it reads (_keep). Subclasses name the library
+    calls that free the handle (_destroy) and read its last message (_last_error), and call
+    _open() before anything else in __init__."""
+    _destroy = None
+    _last_error = None
+
+    def _open(self):
+        self._ptr = None
+        self._lock = threading.Lock()  # held by the call in progress (taken without waiting)
+
+    def _claim(self):
+        if not self._lock.acquire(blocking=False):
+            raise busy_error(self)
+
+    def _error(self, status):
+        """The dfsel.Error of a failed call on this plan."""
+        if status == Status.BUSY:  # the plan's message belongs to the call that holds it
+            return busy_error(self)
+        return Error(status, getattr(self._lib, self._last_error)(self._ptr).decode(errors="replace"))
+
+    def close(self):
+        if self._ptr:
+            self._claim()
+            try:
+                if getattr(self._lib, self._destroy)(self._ptr) == Status.BUSY:
+                    raise busy_error(self)
+                self._ptr = None
+                self._keep = None
+            finally:
+                self._lock.release()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def busy_error(plan):
+    return Error(Status.BUSY, "%r is in use by another call (another thread); a plan serves one call at a "
+                 "time: give each thread its own plan" % (plan,))
+
+
+@contextlib.contextmanager
+def claimed(plans, kind):
+    """Every plan of a call, each an open `kind` named once, claimed for the call: all of them,
+    or none and dfsel.Error."""
+    for i, p in enumerate(plans):
+        if not isinstance(p, kind) or not p._ptr:
+            raise Error(Status.INVALID_ARGUMENT, "plans[%d] is not an open dfsel.%s" % (i, kind.__name__))
+        for j in range(i):
+            if plans[j] is p:
+                raise Error(Status.INVALID_ARGUMENT, "plans[%d] and plans[%d] are the same plan; a plan may "
+                            "appear once in a group" % (j, i))
+    held = []
+    try:
+        for p in plans:
+            p._claim()
+            held.append(p)
+        yield
+    finally:
+        for p in held:
+            p._lock.release()
+
+
+def create(create_call, desc):
+    """The handle a dfsel_*_create call makes of desc, or its failure as dfsel.Error."""
+    msg = ctypes.create_string_buffer(_MSG_LEN)
+    ptr = ctypes.c_void_p()
+    st = create_call(ctypes.byref(desc), ctypes.byref(ptr), msg, _MSG_LEN)
+    if st != Status.SUCCESS:
+        raise Error(st, msg.value.decode(errors="replace"))
+    return ptr.value
+
+
+def group_size(plans, **sequences):
+    """len(plans), after every sequence given (not None) was found to have one entry per plan."""
+    n = len(plans)
+    for name, seq in sequences.items():
+        if seq is not None and len(seq) != n:
+            raise Error(Status.INVALID_ARGUMENT, "%s has %d entries for %d plans" % (name, len(seq), n))
+    if n == 0:
+        raise Error(Status.INVALID_ARGUMENT, "plans is empty")
+    return n
