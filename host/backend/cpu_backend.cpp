@@ -5,13 +5,13 @@
 // Everything is made at plan creation: W_h widened, the worker threads started, the buffers
 // carved from one workspace; a run allocates nothing and starts no thread.
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
-#include <unistd.h>
-#include <system_error>
 #include <vector>
 
 #include "host/backend/backend.h"
 #include "host/backend/cpu_pool.h"
+#include "host/backend/cpu_setup.h"
 #include "host/backend/cpu_simd.h"
 #include "host/backend/cpu_topk.h"
 #include "host/backend/workspace_carve.h"
@@ -23,8 +23,6 @@
 namespace dfsel {
 
 namespace {
-
-constexpr int32_t kMaxThreads = 1024;
 
 int32_t padded_rank(int32_t R) { return (R + kGateLanes - 1) / kGateLanes * kGateLanes; }
 int32_t padded_k(int32_t k) { return (k + 15) / 16 * 16; }
@@ -235,43 +233,14 @@ size_t cpu_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape) 
   return carve(desc, shape).total;
 }
 
-// The machine's physical memory in bytes, 0 when the system does not say.
-size_t host_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0 || (unsigned long)pages > SIZE_MAX / (unsigned long)page) return 0;
-  return (size_t)pages * (size_t)page;
-}
-
 Status make_cpu_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std::unique_ptr<Backend>* out) {
-  if (desc.workspace && desc.workspace_bytes < cpu_workspace_bytes(desc, shape))
-    return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
-                desc.workspace_bytes, cpu_workspace_bytes(desc, shape));
-  // The carve places floats and records at 16-byte offsets from the base.
-  if (desc.workspace && reinterpret_cast<uintptr_t>(desc.workspace) % 16 != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "workspace = %p is not aligned to 16 bytes", desc.workspace);
-  if (cpu_workspace_bytes(desc, shape) == SIZE_MAX)
-    return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace for config.max_blocks = %d and n_embd = %" PRId64
-                " does not fit in the address space", desc.config.max_blocks, shape.n_embd);
-  // Refused before it is allocated: where the system overcommits memory the allocation itself
-  // succeeds, and zeroing it gets the process killed instead of a status returned.
-  const size_t memory = host_memory_bytes();
-  if (!desc.workspace && memory > 0 && cpu_workspace_bytes(desc, shape) > memory)
-    return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace of %zu bytes (config.max_blocks = %d, shard.n_ranks = %d) is more "
-                "than this machine's %zu bytes of memory", cpu_workspace_bytes(desc, shape), desc.config.max_blocks,
-                desc.shard.n_ranks, memory);
-  if (desc.n_threads > kMaxThreads)
-    return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d is more than the CPU backend's %d worker threads", desc.n_threads,
-                kMaxThreads);
-  try {
-    out->reset(new CpuBackend(desc, shape));
-  } catch (const std::bad_alloc&) {
-    return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace of %zu bytes and W_h widened to %" PRId64 " x %d floats could not be allocated",
-                cpu_workspace_bytes(desc, shape), shape.n_embd, padded_rank(shape.R));
-  } catch (const std::system_error& e) {
-    return fail(DFSEL_INTERNAL_ERROR, "the CPU backend's %d worker threads could not be started: %s",
-                WorkerPool::resolve(desc.n_threads), e.what());
-  }
-  return Status::success();
+  const CpuSetup setup{desc.workspace, desc.workspace_bytes, cpu_workspace_bytes(desc, shape), desc.config.max_blocks,
+                       desc.shard.n_ranks,  shape.n_embd,        desc.n_threads};
+  DFSEL_TRY(check_cpu_setup(setup));
+  char widened[96];
+  std::snprintf(widened, sizeof widened, " and W_h widened to %" PRId64 " x %d floats", shape.n_embd,
+                padded_rank(shape.R));
+  return build_cpu_backend(setup, widened, out, [&] { return new CpuBackend(desc, shape); });
 }
 
 }  // namespace dfsel

@@ -6,11 +6,11 @@
 // plan creation; a run allocates nothing and starts no thread.
 #include <cinttypes>
 #include <cstring>
-#include <system_error>
 #include <vector>
 
 #include "host/backend/cpu_dspark_pass.h"
 #include "host/backend/cpu_pool.h"
+#include "host/backend/cpu_setup.h"
 #include "host/backend/cpu_simd.h"
 #include "host/backend/dspark_backend.h"
 #include "host/backend/workspace_carve.h"
@@ -19,7 +19,6 @@ namespace dfsel {
 
 namespace {
 
-constexpr int32_t kMaxThreads = 1024;
 constexpr int64_t kRowsPerItem = 2048;  // rows a worker takes at a time: 1 MB of BF16 W2 at R 256
 
 int32_t padded8(int32_t R) { return (R + 7) / 8 * 8; }
@@ -283,25 +282,11 @@ size_t cpu_dspark_workspace_bytes(const dfsel_dspark_plan_desc& desc, const DSpa
 
 Status make_cpu_dspark_backend(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape,
                                std::unique_ptr<DSparkBackend>* out) {
-  const size_t need = cpu_dspark_workspace_bytes(desc, shape);
-  if (need == SIZE_MAX)
-    return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace for config.max_blocks = %d does not fit in the address space",
-                desc.config.max_blocks);
-  if (desc.workspace && desc.workspace_bytes < need)
-    return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
-                desc.workspace_bytes, need);
-  if (desc.n_threads > kMaxThreads)
-    return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d is more than the CPU backend's %d worker threads", desc.n_threads,
-                kMaxThreads);
-  try {
-    out->reset(new CpuDSpark(desc, shape));
-  } catch (const std::bad_alloc&) {
-    return fail(DFSEL_OUT_OF_MEMORY, "the CPU workspace of %zu bytes could not be allocated", need);
-  } catch (const std::system_error& e) {
-    return fail(DFSEL_INTERNAL_ERROR, "the CPU backend's %d worker threads could not be started: %s",
-                WorkerPool::resolve(desc.n_threads), e.what());
-  }
-  return Status::success();
+  const CpuSetup setup{desc.workspace,        desc.workspace_bytes, cpu_dspark_workspace_bytes(desc, shape),
+                       desc.config.max_blocks, desc.shard.n_ranks,   shape.n_embd,
+                       desc.n_threads};
+  DFSEL_TRY(check_cpu_setup(setup));
+  return build_cpu_backend(setup, "", out, [&] { return new CpuDSpark(desc, shape); });
 }
 
 }  // namespace dfsel

@@ -51,7 +51,7 @@ class DSparkBackend {
 
 Status make_cpu_dspark_backend(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape,
                                std::unique_ptr<DSparkBackend>* out);
-// SIZE_MAX when the workspace does not fit in the address space.
+// SIZE_MAX when the workspace does not fit in the address space (creation refuses it).
 size_t cpu_dspark_workspace_bytes(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape);
 
 }  // namespace dfsel

@@ -166,7 +166,6 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
   if (d.n_threads < 0)
     return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d must be 0 (every core) or a thread count", d.n_threads);
   if (d.workspace && d.workspace_bytes == 0) return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
-  if (d.workspace) DFSEL_TRY(check_aligned("workspace", d.workspace, 16));
   if (shape) fill_shape(d, shape);
   return Status::success();
 }

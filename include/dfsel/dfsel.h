@@ -189,7 +189,8 @@ DFSEL_API dfsel_tensor dfsel_tensor_2d(const void* data, dfsel_type type, int64_
 /* Whether this build has the CUDA backend and how many GPUs it sees (0 without CUDA). */
 DFSEL_API dfsel_status dfsel_cuda_device_count(int* count);
 
-/* Workspace a plan with this description needs (for desc->workspace). */
+/* Workspace a plan with this description needs (for desc->workspace); SIZE_MAX when it would
+ * not fit in the address space (plan creation refuses that). */
 DFSEL_API dfsel_status dfsel_workspace_size(const dfsel_plan_desc* desc, size_t* bytes,
                                             char* msg, size_t msg_len);
 

@@ -97,7 +97,8 @@ typedef struct dfsel_dspark_outputs {
 
 typedef struct dfsel_dspark_plan dfsel_dspark_plan;
 
-/* Workspace a plan with this description needs (for desc->workspace). */
+/* Workspace a plan with this description needs (for desc->workspace), as dfsel_workspace_size:
+ * SIZE_MAX when it would not fit in the address space (plan creation refuses that). */
 DFSEL_API dfsel_status dfsel_dspark_workspace_size(const dfsel_dspark_plan_desc* desc, size_t* bytes,
                                                    char* msg, size_t msg_len);
 /* Validates and sets up; NCCL plans agree with their peers as dfsel_plan_create's do. The CPU
