@@ -12,6 +12,7 @@
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
 #include "host/plan/one_call.h"
+#include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
 
@@ -23,10 +24,12 @@ struct DSparkScratch {
   std::vector<RankSummary> summaries;
   std::vector<int> order;
   std::vector<StepRank> ranks;
+  std::vector<RunBuffers> buffers;  // what each plan of a group call touches
   void size_for(int n) {
     summaries.resize(n);
     order.resize(n);
     ranks.resize(n);
+    buffers.resize(n);
   }
 };
 
@@ -46,12 +49,15 @@ struct dfsel_dspark_plan {
 namespace dfsel {
 
 Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* shape);
+// What a plan itself holds for every run: its weights and d2t (read) and a caller-owned
+// workspace (written). Plan creation refuses a workspace over a weight by check_run_buffers.
+void list_dspark_plan_buffers(const dfsel_dspark_plan_desc& desc, RunBuffers* bufs);
 Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs* in,
                            const dfsel_dspark_outputs* out);
-// The plans of one group call (each validated): no plan's outputs overlap another's outputs
-// or anything another reads.
+// The plans of one group call (each validated): no plan writes what another plan of the call
+// reads or writes (dspark.h). scratch holds n lists.
 Status validate_dspark_group_aliasing(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,
-                                      const dfsel_dspark_outputs* out);
+                                      const dfsel_dspark_outputs* out, RunBuffers* scratch);
 RankSummary summarize_dspark(const dfsel_dspark_plan_desc& desc);
 
 Status create_dspark_plan(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan** out);

@@ -42,7 +42,7 @@ Status run_dspark_group(int n, dfsel_dspark_plan* const* plans, const dfsel_dspa
       return s;
     }
   }
-  if (n > 1) DFSEL_TRY(validate_dspark_group_aliasing(n, plans, in, out));
+  if (n > 1) DFSEL_TRY(validate_dspark_group_aliasing(n, plans, in, out, sc.buffers.data()));
   DFSEL_TRY(check_chain(n, plans, in, sc.summaries.data()));
   auto stream_of = [&](int i) { return streams ? streams[i] : nullptr; };
   // A communicator that has reported an error would fail or hang the all-gathers: refuse first.

@@ -1,9 +1,12 @@
 // Argument checks of DSpark plans and runs (dspark.h): each failure names the argument and its
-// value. The tensor, shard and overlap rules are those of every plan (host/plan/tensor_checks.h).
+// value. The tensor and shard rules are those of every plan (host/plan/tensor_checks.h); the
+// buffers a run touches are listed here and checked by the rules of every plan
+// (host/plan/run_buffers.h): required ones present, each aligned, nothing written shared.
 #include <cinttypes>
 #include <cmath>
 
 #include "host/plan/dspark_plan.h"
+#include "host/plan/run_buffers.h"
 #include "host/plan/tensor_checks.h"
 #include "host/plan/validate.h"
 #include "kernels/common/dspark_math.cuh"
@@ -37,13 +40,7 @@ Status check_config(const dfsel_dspark_config& c) {
   return Status::success();
 }
 
-Status check_aligned(const char* name, const void* p, size_t align) {
-  if (reinterpret_cast<uintptr_t>(p) % align != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s = %p is not aligned to %zu bytes", name, p, align);
-  return Status::success();
-}
-
-// The optional weights: markov_w2.scale, the confidence head, d2t.
+// The optional weights: markov_w2.scale and the confidence head (d2t: check_d2t).
 Status check_optional(const dfsel_dspark_plan_desc& d, int64_t shard_rows) {
   const dfsel_dspark_config& c = d.config;
   if (d.w2_scale.data) {
@@ -63,13 +60,16 @@ Status check_optional(const dfsel_dspark_plan_desc& d, int64_t shard_rows) {
                 "width, 0 without one", c.n_embd);
   }
   if (!std::isfinite(d.conf_bias)) return fail(DFSEL_INVALID_ARGUMENT, "conf_bias = %g must be finite", d.conf_bias);
-  if (d.d2t) {
-    DFSEL_TRY(check_aligned("d2t", d.d2t, 4));
-    for (int64_t i = 0; i < shard_rows; ++i)
-      if (d.d2t[i] < 0 || d.d2t[i] >= c.n_target_vocab)
-        return fail(DFSEL_INVALID_ARGUMENT, "d2t[%" PRId64 "] = %d (draft id %" PRId64 ") is outside [0, config.n_target_vocab = %"
-                    PRId64 ")", i, d.d2t[i], d.shard.v_begin + i, c.n_target_vocab);
-  }
+  return Status::success();
+}
+
+// d2t's target ids, read once the buffer checks have found it present and aligned.
+Status check_d2t(const dfsel_dspark_plan_desc& d, int64_t shard_rows) {
+  if (!d.d2t) return Status::success();
+  for (int64_t i = 0; i < shard_rows; ++i)
+    if (d.d2t[i] < 0 || d.d2t[i] >= d.config.n_target_vocab)
+      return fail(DFSEL_INVALID_ARGUMENT, "d2t[%" PRId64 "] = %d (draft id %" PRId64 ") is outside [0, config.n_target_vocab = %"
+                  PRId64 ")", i, d.d2t[i], d.shard.v_begin + i, d.config.n_target_vocab);
   return Status::success();
 }
 
@@ -94,52 +94,48 @@ void fill_shape(const dfsel_dspark_plan_desc& d, DSparkShape* sh) {
   sh->row_map = dspark_rows(c.n_draft, sh->sample_from_anchor);
 }
 
-constexpr int kOutputs = 7, kReads = 9;
-
-// The bytes a run of plan writes (outs) and reads (reads), as dspark.h counts them.
-void run_spans(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, Span* outs,
-               Span* reads) {
+// Everything a run of plan reads and writes, as dspark.h counts it: the outputs (tokens and
+// n_emitted required; probs and log_norm only when sampling), the inputs (hidden only with a
+// confidence head), the weights and a caller-owned workspace, which the run writes.
+void list_dspark_run_buffers(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in,
+                             const dfsel_dspark_outputs& out, RunBuffers* bufs) {
   const DSparkShape& sh = plan.shape;
+  const bool sampling = in.temperature > 0.0f;
   const size_t cells = (size_t)in.n_blocks * sh.N * 4;
-  outs[0] = span_of("outputs.tokens", out.tokens, cells);
-  outs[1] = span_of("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4);
-  outs[2] = span_of("outputs.draft_ids", out.draft_ids, cells);
-  outs[3] = span_of("outputs.logits", out.logits, cells);
-  outs[4] = span_of("outputs.probs", in.temperature > 0.0f ? out.probs : nullptr, cells);
-  outs[5] = span_of("outputs.log_norm", in.temperature > 0.0f ? out.log_norm : nullptr, cells);
-  outs[6] = span_of("outputs.confidence", out.confidence, cells);
-  const dfsel_dspark_plan_desc& d = plan.desc;
-  reads[0] = matrix_span("inputs.logits", in.logits);
-  reads[1] = sh.conf ? matrix_span("inputs.hidden", in.hidden) : span_of("inputs.hidden", nullptr, 0);
-  reads[2] = span_of("inputs.anchors", in.anchors, (size_t)in.n_blocks * 4);
-  reads[3] = matrix_span("w1", d.w1);
-  reads[4] = matrix_span("w2", d.w2);
-  reads[5] = d.w2_scale.data ? matrix_span("w2_scale", d.w2_scale) : span_of("w2_scale", nullptr, 0);
-  reads[6] = d.conf_w.data ? matrix_span("conf_w", d.conf_w) : span_of("conf_w", nullptr, 0);
-  reads[7] = span_of("d2t", d.d2t, (size_t)(sh.v_end - sh.v_begin) * 4);
-  reads[8] = span_of("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0);
+  bufs->add("outputs.tokens", out.tokens, cells, 4, true, true);
+  bufs->add("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4, 4, true, true);
+  bufs->add("outputs.draft_ids", out.draft_ids, cells, 4, true);
+  bufs->add("outputs.logits", out.logits, cells, 4, true);
+  bufs->add("outputs.probs", sampling ? out.probs : nullptr, cells, 4, true);
+  bufs->add("outputs.log_norm", sampling ? out.log_norm : nullptr, cells, 4, true);
+  bufs->add("outputs.confidence", out.confidence, cells, 4, true);
+  bufs->add_tensor("inputs.logits", in.logits);
+  if (sh.conf) bufs->add_tensor("inputs.hidden", in.hidden);
+  bufs->add("inputs.anchors", in.anchors, (size_t)in.n_blocks * 4, 4, false, true);
+  list_dspark_plan_buffers(plan.desc, bufs);
 }
 
-// The outputs a run writes: required ones present, every one aligned to its element.
+// What a run checks of its outputs beyond the buffer rules: room for its blocks, and no
+// confidence asked of a plan without a confidence head.
 Status check_outputs(const DSparkShape& sh, const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out) {
   if (out.n_blocks < in.n_blocks)
     return fail(DFSEL_INVALID_ARGUMENT, "outputs.n_blocks = %d holds fewer blocks than inputs.n_blocks = %d", out.n_blocks,
                 in.n_blocks);
-  if (!out.tokens) return fail(DFSEL_INVALID_ARGUMENT, "outputs.tokens is NULL");
-  if (!out.n_emitted) return fail(DFSEL_INVALID_ARGUMENT, "outputs.n_emitted is NULL");
   if (out.confidence && !sh.conf)
     return fail(DFSEL_INVALID_ARGUMENT, "outputs.confidence is set but the plan has no confidence head (conf_w)");
-  const struct {
-    const char* name;
-    const void* p;
-  } all[] = {{"outputs.tokens", out.tokens},   {"outputs.n_emitted", out.n_emitted}, {"outputs.draft_ids", out.draft_ids},
-             {"outputs.logits", out.logits},   {"outputs.probs", out.probs},         {"outputs.log_norm", out.log_norm},
-             {"outputs.confidence", out.confidence}};
-  for (const auto& o : all) DFSEL_TRY(check_aligned(o.name, o.p, 4));
   return Status::success();
 }
 
 }  // namespace
+
+void list_dspark_plan_buffers(const dfsel_dspark_plan_desc& d, RunBuffers* bufs) {
+  bufs->add_tensor("w1", d.w1);
+  bufs->add_tensor("w2", d.w2);
+  if (d.w2_scale.data) bufs->add_tensor("w2_scale", d.w2_scale);
+  if (d.conf_w.data) bufs->add_tensor("conf_w", d.conf_w);
+  bufs->add_read("d2t", d.d2t, d.d2t ? (size_t)(d.shard.v_end - d.shard.v_begin) * 4 : 0, 4);
+  bufs->add("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0, 1, true);
+}
 
 Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* shape) {
   if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
@@ -166,6 +162,10 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
   if (d.n_threads < 0)
     return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d must be 0 (every core) or a thread count", d.n_threads);
   if (d.workspace && d.workspace_bytes == 0) return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
+  RunBuffers bufs;
+  list_dspark_plan_buffers(d, &bufs);
+  DFSEL_TRY(check_run_buffers(bufs));
+  DFSEL_TRY(check_d2t(d, shard_rows));
   if (shape) fill_shape(d, shape);
   return Status::success();
 }
@@ -181,8 +181,6 @@ Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inp
   const int64_t n_rows = (int64_t)in->n_blocks * sh.rows;
   DFSEL_TRY(check_matrix("inputs.logits", in->logits, false, sh.v_end - sh.v_begin, n_rows, false));
   if (sh.conf) DFSEL_TRY(check_matrix("inputs.hidden", in->hidden, false, sh.n_embd, n_rows, false));
-  if (!in->anchors) return fail(DFSEL_INVALID_ARGUMENT, "inputs.anchors is NULL");
-  DFSEL_TRY(check_aligned("inputs.anchors", in->anchors, 4));
   if (!std::isfinite(in->temperature))
     return fail(DFSEL_INVALID_ARGUMENT, "inputs.temperature = %g must be finite", in->temperature);
   if (!(in->p_min >= 0.0f && in->p_min <= 1.0f))
@@ -191,15 +189,15 @@ Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inp
     return fail(DFSEL_INVALID_ARGUMENT, "inputs.p_min = %g needs a confidence head, and the plan has none (conf_w)",
                 in->p_min);
   DFSEL_TRY(check_outputs(sh, *in, *out));
-  Span outs[kOutputs], reads[kReads];
-  run_spans(plan, *in, *out, outs, reads);
-  return check_spans_apart(outs, kOutputs, reads, kReads);
+  RunBuffers bufs;
+  list_dspark_run_buffers(plan, *in, *out, &bufs);
+  return check_run_buffers(bufs);
 }
 
 Status validate_dspark_group_aliasing(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,
-                                      const dfsel_dspark_outputs* out) {
-  return check_group_spans<kOutputs, kReads>(
-      n, [&](int i, Span* outs, Span* reads) { run_spans(*plans[i], in[i], out[i], outs, reads); });
+                                      const dfsel_dspark_outputs* out, RunBuffers* scratch) {
+  return check_group_call_buffers(
+      n, scratch, [&](int i, RunBuffers* bufs) { list_dspark_run_buffers(*plans[i], in[i], out[i], bufs); });
 }
 
 }  // namespace dfsel

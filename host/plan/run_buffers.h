@@ -25,7 +25,7 @@ struct RunBuffer {
 
 class RunBuffers {
  public:
-  static constexpr int kMax = 16;
+  static constexpr int kMax = 24;
   // bytes: the whole extent the call touches (0 is allowed for an absent buffer).
   void add(const char* name, const void* p, size_t bytes, size_t align, bool written, bool required = false);
   void add_read(const char* name, const void* p, size_t bytes, size_t align) { add(name, p, bytes, align, false); }
@@ -51,5 +51,16 @@ Status check_run_buffers(const RunBuffers& bufs);
 // The plans of one call (each already checked alone): no plan writes memory that another plan
 // of the call reads or writes. who names the plans in messages ("plans").
 Status check_group_buffers(int n, const RunBuffers* per_plan, const char* who);
+
+// The same for the plans of a group call of any kind: list_of(i, &scratch[i]) lists plan i's
+// buffers into the n lists of scratch (kept by the call, so that a run allocates nothing).
+template <class ListOf>
+Status check_group_call_buffers(int n, RunBuffers* scratch, ListOf list_of) {
+  for (int i = 0; i < n; ++i) {
+    scratch[i] = RunBuffers();
+    list_of(i, &scratch[i]);
+  }
+  return check_group_buffers(n, scratch, "plans");
+}
 
 }  // namespace dfsel

@@ -141,11 +141,8 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_
 
 Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                                RunBuffers* scratch) {
-  for (int i = 0; i < n; ++i) {
-    scratch[i] = RunBuffers();
-    list_run_buffers(*plans[i], in[i], out[i], &scratch[i]);
-  }
-  return check_group_buffers(n, scratch, "plans");
+  return check_group_call_buffers(
+      n, scratch, [&](int i, RunBuffers* bufs) { list_run_buffers(*plans[i], in[i], out[i], bufs); });
 }
 
 }  // namespace dfsel
