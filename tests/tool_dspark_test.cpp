@@ -1,8 +1,11 @@
 // The dfsel command's DSpark mode as a user meets it: a synthetic chain, a DSpark draft written
 // by dfsel_write_draft --dspark run through --gguf, and every bad request refused with exit
-// status 2 (options) or 1 (set-up) and a line naming the flag or the argument and the value.
+// status 2 (a flag or a value, the library's refusals included) or 1 (it cannot run here) and
+// a line naming the flag and the value.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -50,33 +53,34 @@ TEST(ToolDSpark, ADSparkDraftRunsThroughGguf) {
   EXPECT_NE(sized.output.find("--vocab cannot be combined with --gguf"), std::string::npos) << sized.output;
 }
 
+// As in the DFlash2 mode (tool_cli_test.cpp): a value the library refuses is a bad request
+// (exit 2) named by the flag, not by the C API's field; a request that cannot run here exits 1.
 TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
-  const std::pair<const char*, const char*> options[] = {
+  const std::pair<const char*, const char*> bad[] = {
       {"--dspark --n-draft 0", "--n-draft = 0"},
       {"--dspark --vocab 12x", "--vocab takes a whole number"},
       {"--dspark --weight-type q4_k", "--weight-type is f32, f16, bf16 or q8_0"},
       {"--dspark --placement both", "--placement is replicated or sharded"},
       {"--dspark --sample-from-anchor 2", "--sample-from-anchor = 2"},
       {"--dspark --top-k 4", "unknown option --top-k in the DSpark mode"},
-  };
-  for (const auto& c : options) {
-    const CliRun r = dfsel_cmd(c.first);
-    EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
-    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
-  }
-  const std::pair<const char*, const char*> setups[] = {
-      {"--dspark --vocab 1000 --rank 2000", "config.markov_rank = 2000"},
-      {"--dspark --vocab 1000 --p-min 0.5 --steps 1", "inputs.p_min = 0.5 needs a confidence head"},
-      {"--dspark --vocab 1000 --rank 48 --weight-type q8_0", "is not a multiple of 32"},
+      {"--dspark --vocab 1000 --rank 2000", "--rank = 2000 must be in [1, 1024]"},
+      {"--dspark --vocab 1000 --n-draft 2000", "--n-draft = 2000 must be in [1, 1024]"},
+      {"--dspark --vocab 1000 --p-min 0.5 --steps 1", "--p-min = 0.5 needs a confidence head"},
+      {"--dspark --vocab 1000 --rank 48 --weight-type q8_0", "--weight-type q8_0 but --rank = 48 is not a multiple of 32"},
       {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "placement = SHARDED"},
-      {"--dspark --vocab 2000000000 --blocks 1000", "needs about"},
+      {"--dspark --vocab 1000 --threads 2000", "--threads"},
   };
-  for (const auto& c : setups) {
+  for (const auto& c : bad) {
     const CliRun r = dfsel_cmd(c.first);
     EXPECT_EQ(r.signal, 0) << c.first << ":\n" << r.output;
-    EXPECT_EQ(r.status, 1) << c.first << ":\n" << r.output;
+    EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
     EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+    EXPECT_EQ(r.output.find("config."), std::string::npos) << c.first << ":\n" << r.output;
   }
+  const CliRun r = dfsel_cmd("--dspark --vocab 2000000000 --blocks 1000");
+  EXPECT_EQ(r.signal, 0) << r.output;
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("needs about"), std::string::npos) << r.output;
 }
 
 TEST(ToolDSpark, WriteDraftRefusesDraftsTheReaderRejects) {
@@ -86,12 +90,21 @@ TEST(ToolDSpark, WriteDraftRefusesDraftsTheReaderRejects) {
       {"--rank 48 --w2-type q8_0", "--rank is not a whole number of --w2-type blocks"},
       {"--rank 64 --embd 64 --conf-type q6_k", "--embd + --rank is not a whole number"},
       {"--block 1 --no-anchor-drafting", "leaves no drafted position"},
-      {"--vocab 1e3", "--vocab 1e3 is not a valid value"},
+      {"--vocab 1e3", "--vocab takes a whole number, not '1e3'"},
+      {"--vocab 5000000000", "--vocab = 5000000000 is outside [1, 2147483647]"},
+      {"--seed -1", "--seed takes a whole number >= 0"},
+      {"--scale 3", "--scale = 3 is outside [0, 2]"},
+      {"--w1-type q5_k", "--w1-type is f32, f16, bf16, q8_0, q4_k or q6_k, not 'q5_k'"},
+      {"--vocab", "--vocab needs a value"},
+      // Written, then judged by the reader and the library as dfsel would, and removed.
+      {"--vocab 64 --rank 2048", "not written: dfsel would refuse this draft: --rank = 2048 must be in [1, 1024]"},
   };
   for (const auto& c : cases) {
+    std::remove(out.c_str());
     const CliRun r = write_draft("--dspark " + out + " " + c.first);
     EXPECT_EQ(r.status, 2) << c.first << ": " << r.output;
     EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ": " << r.output;
+    EXPECT_NE(access(out.c_str(), F_OK), 0) << c.first << ": a refused draft was left on disk";
   }
 }
 

@@ -37,10 +37,13 @@ int dspark_main(int argc, const char* const* argv) {
     print_dspark_usage();
     return 0;
   }
+  // Exit status 2: the request is invalid (a flag, a value, a combination); 1: it could not
+  // run here (a file, memory), as in the DFlash2 mode.
   DSparkRunner runner;
-  if (!runner.setup(o.problem, stdout, &err)) {
+  bool bad_request = false;
+  if (!runner.setup(o.problem, stdout, &err, &bad_request)) {
     std::fprintf(stderr, "dfsel: %s\n", err.c_str());
-    return 1;
+    return bad_request ? 2 : 1;
   }
   const DSparkProblem& p = runner.problem();
   std::printf("dfsel %d.%d.%d  DSpark chain  backend cpu  V=%" PRId64 " V_target=%" PRId64 " R=%d N=%d%s blocks=%d "
@@ -51,9 +54,9 @@ int dspark_main(int argc, const char* const* argv) {
   std::vector<double> times;
   for (int s = 0; s < o.steps; ++s) {
     double us = 0;
-    if (!runner.step(&us, &err)) {
+    if (!runner.step(&us, &err, &bad_request)) {
       std::fprintf(stderr, "dfsel: %s\n", err.c_str());
-      return 1;
+      return bad_request ? 2 : 1;
     }
     times.push_back(us);
   }

@@ -6,15 +6,47 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <new>
 #include <numeric>
 #include <random>
 
+#include "field_names.h"
 #include "kernels/common/dspark_math.cuh"
 #include "kernels/common/numeric.cuh"
 #include "synthetic.h"
 
 namespace dfsel::tools {
+
+namespace {
+
+// The fields of a DSpark description as the command's user set them: a flag, or a draft's key.
+constexpr FieldName kFlags[] = {
+    {"config.n_vocab", "--vocab"},         {"config.n_target_vocab", "--target-vocab"},
+    {"config.markov_rank", "--rank"},      {"config.n_draft", "--n-draft"},
+    {"config.n_embd", "--embd"},           {"config.sample_from_anchor", "--sample-from-anchor"},
+    {"config.max_blocks", "--blocks"},     {"shard.n_ranks", "--shards"},
+    {"n_threads", "--threads"},            {"inputs.temperature", "--temperature"},
+    {"inputs.p_min", "--p-min"},           {"w1 is Q8_0 but ne[0]", "--weight-type q8_0 but --rank"},
+    {"the plan has none (conf_w)", "this chain has none (--embd)"}};
+constexpr FieldName kDraftKeys[] = {
+    {"config.n_vocab", "the draft's vocabulary (rows of markov_w2.weight)"},
+    {"config.n_target_vocab", "the draft's target vocabulary (rows of markov_w1.weight)"},
+    {"config.markov_rank", "the Markov rank (ne[0] of markov_w1.weight)"},
+    {"config.n_draft", "dflash.block_size"},
+    {"config.n_embd", "dflash.embedding_length"}};
+constexpr UsersWords kWords{kFlags, std::size(kFlags), kDraftKeys, std::size(kDraftKeys)};
+
+// A refusal of the library in the user's words, and whether the request itself was bad: a value
+// the flags gave that the library refuses; a draft's own values are the file's fault.
+std::string refusal(const DSparkProblem& p, dfsel_status st, const char* msg, bool* bad_request) {
+  bool about_draft = false;
+  const std::string why = in_users_words(msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), &about_draft);
+  if (bad_request) *bad_request = st == DFSEL_INVALID_ARGUMENT && !about_draft;
+  return why;
+}
+
+}  // namespace
 
 struct DSparkRunner::Impl {
   DSparkProblem p;
@@ -132,13 +164,17 @@ void make_logits(const DSparkProblem& p, std::vector<uint8_t>* logits, std::vect
 
 }  // namespace
 
-bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::string* err) {
+bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::string* err, bool* bad_request) {
   Impl& m = *impl_;
   m.p = problem;
   DSparkProblem& p = m.p;
+  if (bad_request) *bad_request = false;
   if (!p.gguf.empty() && !load_draft(&p, &m.g, &m.full, log, err)) return false;
   if (p.target_vocab == 0) p.target_vocab = p.vocab;
-  if (p.shards < 1 || p.blocks < 1) return *err = "--shards and --blocks must be at least 1", false;
+  if (p.shards < 1 || p.blocks < 1) {
+    if (bad_request) *bad_request = true;
+    return *err = "--shards and --blocks must be at least 1", false;
+  }
   // The library judges the sizes first (stand-in weights, never read), then the memory.
   alignas(64) static const uint8_t stand_in[64] = {};
   dfsel_dspark_plan_desc probe = m.full;
@@ -157,8 +193,11 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
     size_t ws = 0;
     char msg[512] = "";
     const dfsel_dspark_plan_desc d = m.rank_desc(s);
-    if (dfsel_dspark_workspace_size(&d, &ws, msg, sizeof msg) != DFSEL_SUCCESS)
-      return *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + msg : std::string(msg), false;
+    const dfsel_status st = dfsel_dspark_workspace_size(&d, &ws, msg, sizeof msg);
+    if (st != DFSEL_SUCCESS) {
+      const std::string why = refusal(p, st, msg, bad_request);
+      return *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + why : why, false;
+    }
     need += (double)ws;
   }
   m.full = whole;
@@ -191,8 +230,8 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
   for (int s = 0; s < p.shards; ++s) {
     const dfsel_dspark_plan_desc d = m.rank_desc(s);
     char msg[512] = "";
-    if (dfsel_dspark_plan_create(&d, &m.plans[s], msg, sizeof msg) != DFSEL_SUCCESS)
-      return *err = "plan for shard " + std::to_string(s) + ": " + msg, false;
+    const dfsel_status st = dfsel_dspark_plan_create(&d, &m.plans[s], msg, sizeof msg);
+    if (st != DFSEL_SUCCESS) return *err = "plan for shard " + std::to_string(s) + ": " + refusal(p, st, msg, bad_request), false;
     dfsel_dspark_inputs& in = m.in[s];
     const int64_t vb = d.shard.v_begin, vs = d.shard.v_end - vb;
     in.logits = dfsel_tensor_2d(m.logits.data() + (size_t)vb * es, p.logits_type, vs, (int64_t)p.blocks * rpb, p.vocab * es);
@@ -208,11 +247,12 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
   return true;
 }
 
-bool DSparkRunner::step(double* us, std::string* err) {
+bool DSparkRunner::step(double* us, std::string* err, bool* bad_request) {
   Impl& m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
-  if (dfsel_dspark_run_group((int)m.plans.size(), m.plans.data(), m.in.data(), m.out.data(), nullptr) != DFSEL_SUCCESS) {
-    *err = dfsel_dspark_plan_last_error(m.plans[0]);
+  const dfsel_status st = dfsel_dspark_run_group((int)m.plans.size(), m.plans.data(), m.in.data(), m.out.data(), nullptr);
+  if (st != DFSEL_SUCCESS) {
+    *err = refusal(m.p, st, dfsel_dspark_plan_last_error(m.plans[0]), bad_request);
     return false;
   }
   *us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();

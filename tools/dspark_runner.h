@@ -28,10 +28,13 @@ class DSparkRunner {
   DSparkRunner();
   ~DSparkRunner();
   // Validates through the library's own rules and checks the memory the problem needs before
-  // allocating anything; false with err set otherwise. log (may be null) gets the draft's
-  // metadata when one is loaded.
-  bool setup(const DSparkProblem& p, std::FILE* log, std::string* err);
-  bool step(double* us, std::string* err);  // one chain, timed (wall clock)
+  // allocating anything; false with err set otherwise (the library's fields named by the
+  // command's flags, or by the draft's keys), and *bad_request (may be NULL) true when the
+  // request itself is invalid (a flag's value), as the DFlash2 Runner says. log (may be null)
+  // gets the draft's metadata when one is loaded.
+  bool setup(const DSparkProblem& p, std::FILE* log, std::string* err, bool* bad_request = nullptr);
+  // One chain, timed (wall clock); a refusal is worded and judged as setup's.
+  bool step(double* us, std::string* err, bool* bad_request = nullptr);
   const DSparkProblem& problem() const;     // after setup: the sizes run (a draft's own)
   const std::vector<int32_t>& tokens() const;
   const std::vector<int32_t>& n_emitted() const;

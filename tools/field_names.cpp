@@ -15,4 +15,11 @@ std::string rename_fields(std::string msg, const FieldName* names, size_t n) {
   return msg;
 }
 
+std::string in_users_words(const std::string& msg, const UsersWords& words, const std::string& draft,
+                           bool* about_draft) {
+  const std::string keys = draft.empty() ? msg : rename_fields(msg, words.draft_keys, words.n_draft_keys);
+  *about_draft = keys != msg;
+  return *about_draft ? draft + ": " + keys : rename_fields(msg, words.flags, words.n_flags);
+}
+
 }  // namespace dfsel::tools

@@ -20,4 +20,19 @@ std::string rename_fields(const std::string& msg, const FieldName (&names)[N]) {
   return rename_fields(msg, names, N);
 }
 
+// What a command calls the fields of its descriptions: its flags, and, when the sizes come from
+// a draft, the draft's keys.
+struct UsersWords {
+  const FieldName* flags;
+  size_t n_flags;
+  const FieldName* draft_keys;
+  size_t n_draft_keys;
+};
+
+// A refusal of the library in the user's words. draft: the draft's file as it is to be shown,
+// or "" when the sizes came from flags. A refusal about one of the draft's own keys is the
+// file's (*about_draft): it names the file and the key; any other names the flags.
+std::string in_users_words(const std::string& msg, const UsersWords& words, const std::string& draft,
+                           bool* about_draft);
+
 }  // namespace dfsel::tools

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <new>
 
 #include "field_names.h"
@@ -43,12 +44,12 @@ constexpr FieldName kDraftKeys[] = {
     {"config.n_embd", "dflash.embedding_length"}, {"config.codebook_rank", "dflash.selector_rank"},
     {"config.top_k", "dflash.selector_top_k"},    {"config.block_size", "dflash.block_size"}};
 
+constexpr UsersWords kWords{kFlags, std::size(kFlags), kDraftKeys, std::size(kDraftKeys)};
+
 // A refusal of the library in the user's words; one about a draft's own keys names the file
 // (*about_draft).
 std::string in_users_words(const Problem& p, const char* msg, bool* about_draft) {
-  const std::string keys = p.gguf.empty() ? msg : rename_fields(msg, kDraftKeys);
-  *about_draft = keys != msg;
-  return *about_draft ? printable(p.gguf.c_str()) + ": " + keys : rename_fields(msg, kFlags);
+  return dfsel::tools::in_users_words(msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), about_draft);
 }
 
 }  // namespace

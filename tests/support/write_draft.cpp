@@ -21,28 +21,13 @@
 #include <new>
 #include <string>
 
-#include "dfsel/gguf.h"
 #include "support/gguf_writer.h"
-#include "tools/field_names.h"
+#include "support/write_draft_rules.h"
 #include "tools/parse_number.h"
 
 namespace {
 
-using dfsel::tools::FieldName;
-
-bool parse_type(const std::string& s, dfsel_type* t) {
-  static const struct {
-    const char* name;
-    dfsel_type type;
-  } kTypes[] = {{"f32", DFSEL_TYPE_F32},   {"f16", DFSEL_TYPE_F16},   {"bf16", DFSEL_TYPE_BF16},
-                {"q8_0", DFSEL_TYPE_Q8_0}, {"q4_k", DFSEL_TYPE_Q4_K}, {"q6_k", DFSEL_TYPE_Q6_K}};
-  for (const auto& k : kTypes)
-    if (s == k.name) {
-      *t = k.type;
-      return true;
-    }
-  return false;
-}
+using dfsel::test::refuse_draft;
 
 int usage() {
   std::fprintf(stderr,
@@ -54,11 +39,6 @@ int usage() {
   return 2;
 }
 
-int refuse(const std::string& why) {
-  std::fprintf(stderr, "dfsel_write_draft: %s\n", why.c_str());
-  return 2;
-}
-
 // One flag with a value into o; false with err set.
 bool parse_flag(const std::string& a, const char* v, dfsel::test::DraftOptions* o, std::string* err) {
   using dfsel::tools::parse_float;
@@ -67,7 +47,7 @@ bool parse_flag(const std::string& a, const char* v, dfsel::test::DraftOptions* 
   long long n = 0;
   bool ok = true;
   if (a == "--codebook-type" || a == "--hidden-type") {
-    if (parse_type(v, a == "--codebook-type" ? &o->codebook_type : &o->hidden_type)) return true;
+    if (dfsel::test::parse_draft_type(v, a == "--codebook-type" ? &o->codebook_type : &o->hidden_type)) return true;
     *err = a + " is f32, f16, bf16, q8_0, q4_k or q6_k, not '" + v + "'";
     return false;
   }
@@ -92,31 +72,6 @@ bool parse_flag(const std::string& a, const char* v, dfsel::test::DraftOptions* 
   return ok;
 }
 
-// What the dfsel command would do with the written file: open it with the reader and describe
-// a CPU plan on it. "" when both accept it, else the reason, the library's fields named by
-// this command's flags.
-std::string judged_by_the_reader(const std::string& path) {
-  static constexpr FieldName kFlags[] = {{"config.n_vocab", "--vocab"}, {"config.n_embd", "--embd"},
-                                         {"config.codebook_rank", "--rank"}, {"config.top_k", "--top-k"},
-                                         {"config.block_size", "--block"}};
-  char msg[512] = "";
-  dfsel_gguf* g = nullptr;
-  if (dfsel_gguf_open(path.c_str(), -1, -1, &g, msg, sizeof msg) != DFSEL_SUCCESS) return msg;
-  dfsel_plan_desc d{};
-  std::string why;
-  if (dfsel_gguf_config(g, &d.config) != DFSEL_SUCCESS || dfsel_gguf_tensors(g, &d.e_prev, &d.e_next, &d.w_h) != DFSEL_SUCCESS) {
-    why = dfsel_gguf_last_error(g);
-  } else {
-    d.config.max_blocks = 1;
-    d.shard = dfsel_shard{0, 1, 0, d.config.n_vocab};
-    d.backend = DFSEL_BACKEND_CPU;
-    size_t bytes = 0;
-    if (dfsel_workspace_size(&d, &bytes, msg, sizeof msg) != DFSEL_SUCCESS) why = dfsel::tools::rename_fields(msg, kFlags);
-  }
-  dfsel_gguf_close(g);
-  return why;
-}
-
 }  // namespace
 
 int write_dspark_draft_main(int argc, char** argv);  // write_dspark_draft.cpp
@@ -136,14 +91,14 @@ int main(int argc, char** argv) {
       o.other_tensors = true;
       continue;
     }
-    if (i + 1 >= argc) return refuse(a + " needs a value");
+    if (i + 1 >= argc) return refuse_draft(a + " needs a value");
     std::string err;
-    if (!parse_flag(a, argv[++i], &o, &err)) return refuse(err);
+    if (!parse_flag(a, argv[++i], &o, &err)) return refuse_draft(err);
   }
   // Refused here rather than written: rows that are not whole quant blocks (the writer cannot
   // lay them out) and K larger than V; the rest is judged by the reader once written.
   if (o.top_k > o.n_vocab)
-    return refuse("--top-k " + std::to_string(o.top_k) + " is larger than --vocab " + std::to_string(o.n_vocab));
+    return refuse_draft("--top-k " + std::to_string(o.top_k) + " is larger than --vocab " + std::to_string(o.n_vocab));
   const struct {
     const char* flag;
     dfsel_type type;
@@ -151,9 +106,9 @@ int main(int argc, char** argv) {
     int64_t n;
   } kRows[] = {{"--codebook-type", o.codebook_type, "--rank", o.rank}, {"--hidden-type", o.hidden_type, "--embd", o.n_embd}};
   for (const auto& r : kRows) {
-    const int64_t block = r.type == DFSEL_TYPE_Q8_0 ? 32 : (r.type == DFSEL_TYPE_Q4_K || r.type == DFSEL_TYPE_Q6_K) ? 256 : 1;
+    const int64_t block = dfsel::test::quant_block(r.type);
     if (r.n % block != 0)
-      return refuse(std::string(r.flag) + " " + dfsel_type_name(r.type) + " needs " + r.axis + " to be a multiple of " +
+      return refuse_draft(std::string(r.flag) + " " + dfsel_type_name(r.type) + " needs " + r.axis + " to be a multiple of " +
                     std::to_string(block) + ", not " + std::to_string(r.n));
   }
   dfsel::test::Draft d;
@@ -168,10 +123,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dfsel_write_draft: cannot write %s\n", out.c_str());
     return 1;
   }
-  const std::string why = judged_by_the_reader(out);
+  const std::string why = dfsel::test::judged_by_the_reader(out);
   if (!why.empty()) {
     std::remove(out.c_str());
-    return refuse("not written: dfsel would refuse this draft: " + why);
+    return refuse_draft("not written: dfsel would refuse this draft: " + why);
   }
   std::printf("%s: %zu bytes, V = %lld, R = %lld, n_embd = %lld\n", out.c_str(), d.bytes.size(),
               (long long)o.n_vocab, (long long)o.rank, (long long)o.n_embd);
