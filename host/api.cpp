@@ -7,9 +7,7 @@
 #include "kernels/common/numeric.cuh"
 
 using dfsel::Status;
-using dfsel::copy_msg;
 using dfsel::fail;
-using dfsel::guarded;
 
 extern "C" {
 
@@ -66,7 +64,7 @@ dfsel_status dfsel_cuda_device_count(int* count) {
 }
 
 dfsel_status dfsel_workspace_size(const dfsel_plan_desc* desc, size_t* bytes, char* msg, size_t msg_len) {
-  const Status s = guarded("dfsel_workspace_size", [&]() -> Status {
+  return dfsel::answer_in(msg, msg_len, "dfsel_workspace_size", [&]() -> Status {
     if (!bytes) return fail(DFSEL_INVALID_ARGUMENT, "bytes (the output pointer) is NULL");
     dfsel::PlanShape shape{};
     DFSEL_TRY(dfsel::validate_desc(desc, &shape));
@@ -74,25 +72,17 @@ dfsel_status dfsel_workspace_size(const dfsel_plan_desc* desc, size_t* bytes, ch
     DFSEL_TRY(dfsel::resolve_backend(desc->backend, &kind));
     return dfsel::workspace_bytes(kind, *desc, shape, bytes);
   });
-  copy_msg(s, msg, msg_len);
-  return s.code;
 }
 
 dfsel_status dfsel_plan_create(const dfsel_plan_desc* desc, dfsel_plan** plan, char* msg, size_t msg_len) {
-  const Status s = guarded("plan creation", [&] { return dfsel::create_plan(desc, plan); });
-  copy_msg(s, msg, msg_len);
-  return s.code;
+  return dfsel::answer_in(msg, msg_len, "plan creation", [&] { return dfsel::create_plan(desc, plan); });
 }
 
 dfsel_status dfsel_plan_destroy(dfsel_plan* plan) { return dfsel::destroy_plan(plan); }
 
-dfsel_backend dfsel_plan_backend(const dfsel_plan* plan) {
-  return plan ? plan->desc.backend : DFSEL_BACKEND_AUTO;
-}
+dfsel_backend dfsel_plan_backend(const dfsel_plan* plan) { return dfsel::plan_backend(plan); }
 
-const char* dfsel_plan_last_error(const dfsel_plan* plan) {
-  return plan ? plan->last_error.c_str() : "plan is NULL";
-}
+const char* dfsel_plan_last_error(const dfsel_plan* plan) { return dfsel::plan_last_error(plan); }
 
 dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                              void* const* streams) {
@@ -100,9 +90,7 @@ dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs
 }
 
 dfsel_status dfsel_plan_run(dfsel_plan* plan, const dfsel_inputs* in, const dfsel_outputs* out, void* stream) {
-  if (!plan) return DFSEL_INVALID_ARGUMENT;
-  void* streams[1] = {stream};
-  return dfsel_run_group(1, &plan, in, out, streams);
+  return dfsel::run_one_plan(plan, in, out, stream, dfsel_run_group);
 }
 
 dfsel_status dfsel_plan_check(dfsel_plan* plan, void* stream) {

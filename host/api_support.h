@@ -31,6 +31,15 @@ Status guarded(const char* what, F f) {
   }
 }
 
+// A call that answers in the caller's message buffer (a workspace size, a plan's creation): f
+// runs guarded, and its message is copied to msg.
+template <class F>
+dfsel_status answer_in(char* msg, size_t msg_len, const char* what, F f) {
+  const Status s = guarded(what, f);
+  copy_msg(s, msg, msg_len);
+  return s.code;
+}
+
 // Keeps s as the plan's last error; a failure to store the message must not escape either.
 template <class Plan>
 dfsel_status record(Plan* plan, const Status& s) {
@@ -55,6 +64,25 @@ dfsel_status call_on_plans(int n, Plan* const* plans, const char* what, F f) {
   const Status s = guarded(what, f);
   for (int i = 0; i < n; ++i) record(plans[i], s);
   return s.code;
+}
+
+// A run of one plan (dfsel_plan_run, dfsel_dspark_plan_run): a group of one on one stream,
+// through the kind's group call.
+template <class Plan, class Inputs, class Outputs, class RunGroup>
+dfsel_status run_one_plan(Plan* plan, const Inputs* in, const Outputs* out, void* stream, RunGroup run_group) {
+  if (!plan) return DFSEL_INVALID_ARGUMENT;
+  void* streams[1] = {stream};
+  return run_group(1, &plan, in, out, streams);
+}
+
+template <class Plan>
+dfsel_backend plan_backend(const Plan* plan) {
+  return plan ? plan->desc.backend : DFSEL_BACKEND_AUTO;
+}
+
+template <class Plan>
+const char* plan_last_error(const Plan* plan) {
+  return plan ? plan->last_error.c_str() : "plan is NULL";
 }
 
 // A plan that another thread's call holds is left alive (DFSEL_BUSY) rather than freed under it.

@@ -40,11 +40,10 @@ class Exchange {
 // peers' ready events).
 std::unique_ptr<Exchange> make_in_process_exchange(dfsel_backend kind);
 
-// The NCCL exchange: wraps desc.nccl_comm after a set-up collective that checks every rank's
-// description (host/plan/group.h). Every rank joins it, also one whose own checks failed
-// (local), so that a failure on one rank fails every rank instead of leaving them waiting.
-Status make_nccl_exchange(const dfsel_plan_desc& desc, const Status& local, std::unique_ptr<Exchange>* out);
-// The same for any plan kind: `mine` is this rank's summary (host/plan/group.h).
+// The NCCL exchange of a plan of any kind: wraps nccl_comm after a set-up collective that checks
+// every rank's summary (`mine`, host/plan/group.h). Every rank joins it, also one whose own
+// checks failed (local), so that a failure on one rank fails every rank instead of leaving
+// them waiting.
 struct RankSummary;
 Status make_nccl_exchange(void* nccl_comm, const RankSummary& mine, const Status& local, std::unique_ptr<Exchange>* out);
 

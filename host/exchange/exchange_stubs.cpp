@@ -9,9 +9,6 @@ std::unique_ptr<Exchange> make_device_exchange() { return nullptr; }
 #endif
 
 #if !defined(DFSEL_WITH_NCCL)
-Status make_nccl_exchange(const dfsel_plan_desc&, const Status&, std::unique_ptr<Exchange>*) {
-  return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but this build of dfsel has no NCCL exchange");
-}
 Status make_nccl_exchange(void*, const RankSummary&, const Status&, std::unique_ptr<Exchange>*) {
   return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but this build of dfsel has no NCCL exchange");
 }

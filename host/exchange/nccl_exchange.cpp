@@ -132,10 +132,6 @@ Status gather_records(ncclComm_t comm, int n, int device, const SetupRecord& min
 
 }  // namespace
 
-Status make_nccl_exchange(const dfsel_plan_desc& desc, const Status& local, std::unique_ptr<Exchange>* out) {
-  return make_nccl_exchange(desc.nccl_comm, summarize(desc), local, out);
-}
-
 Status make_nccl_exchange(void* nccl_comm, const RankSummary& mine, const Status& local, std::unique_ptr<Exchange>* out) {
   ncclComm_t comm = static_cast<ncclComm_t>(nccl_comm);
   int n = 0, rank = 0, device = 0;

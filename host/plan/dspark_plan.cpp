@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <new>
 
+#include "host/plan/create_plan.h"
 #include "host/plan/dspark_plan.h"
 #include "host/plan/plan.h"
 #include "host/plan/validate.h"
@@ -44,28 +45,18 @@ Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan)
 }  // namespace
 
 RankSummary summarize_dspark(const dfsel_dspark_plan_desc& d) {
-  RankSummary s{};
+  RankSummary s = summarize_shared(d);
   s.kind = kDSparkPlan;
-  s.shard_rank = d.shard.rank;
-  s.shard_n_ranks = d.shard.n_ranks;
-  s.n_vocab = d.config.n_vocab;
   s.n_target_vocab = d.config.n_target_vocab;
-  s.n_embd = d.config.n_embd;
-  s.v_begin = d.shard.v_begin;
-  s.v_end = d.shard.v_end;
   s.markov_rank = d.config.markov_rank;
   s.n_draft = d.config.n_draft;
   s.sample_from_anchor = d.config.sample_from_anchor;
-  s.max_blocks = d.config.max_blocks;
-  s.placement = (int32_t)d.placement;
   s.w1_type = (int32_t)d.w1.type;
   s.w2_type = (int32_t)d.w2.type;
   // Presence only: a rank of one row cannot tell one scale from one per row, and need not.
   s.has_scale = d.w2_scale.data ? 1 : 0;
   s.conf_type = d.conf_w.data ? (int32_t)d.conf_w.type : -1;
   s.has_d2t = d.d2t ? 1 : 0;
-  s.logit_scale = d.config.logit_scale;
-  s.softcap = d.config.softcap;
   s.conf_bias = d.conf_bias;
   return s;
 }
@@ -84,17 +75,7 @@ Status dspark_workspace_bytes(const dfsel_dspark_plan_desc* desc, size_t* bytes)
 }
 
 Status create_dspark_plan(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan** out) {
-  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "plan (the output pointer) is NULL");
-  *out = nullptr;
-  std::unique_ptr<dfsel_dspark_plan> plan(new (std::nothrow) dfsel_dspark_plan());
-  if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
-  const Status local = create_local(desc, plan.get());
-  // Every rank of a communicator joins the set-up exchange, also one whose own checks failed.
-  if (desc && desc->nccl_comm && enum_value(desc->backend) != DFSEL_BACKEND_CPU)
-    DFSEL_TRY(make_nccl_exchange(desc->nccl_comm, summarize_dspark(*desc), local, &plan->exchange));
-  DFSEL_TRY(local);
-  *out = plan.release();
-  return Status::success();
+  return create_plan_of_kind(desc, out, create_local, [](const dfsel_dspark_plan_desc& d) { return summarize_dspark(d); });
 }
 
 }  // namespace dfsel

@@ -11,29 +11,11 @@
 #include "host/backend/dspark_backend.h"
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
+#include "host/plan/group_call.h"
 #include "host/plan/one_call.h"
 #include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
-
-namespace dfsel {
-
-// What a run of n plans needs on the host, kept by the first plan of the call and reused, so
-// that runs allocate nothing once a group of that size has run.
-struct DSparkScratch {
-  std::vector<RankSummary> summaries;
-  std::vector<int> order;
-  std::vector<StepRank> ranks;
-  std::vector<RunBuffers> buffers;  // what each plan of a group call touches
-  void size_for(int n) {
-    summaries.resize(n);
-    order.resize(n);
-    ranks.resize(n);
-    buffers.resize(n);
-  }
-};
-
-}  // namespace dfsel
 
 struct dfsel_dspark_plan {
   dfsel_dspark_plan_desc desc;  // as given, the backend resolved and K-quant weights widened
@@ -42,7 +24,7 @@ struct dfsel_dspark_plan {
   std::unique_ptr<dfsel::DSparkBackend> backend;
   std::unique_ptr<dfsel::Exchange> exchange;
   std::string last_error;
-  dfsel::DSparkScratch scratch;
+  dfsel::GroupScratch scratch;  // host scratch of the runs this plan leads
   dfsel::OneCall in_use;  // held by the call on this plan now, if any (dspark.h, as dfsel.h: threads)
 };
 
@@ -52,8 +34,9 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
 // What a plan itself holds for every run: its weights and d2t (read) and a caller-owned
 // workspace (written). Plan creation refuses a workspace over a weight by check_run_buffers.
 void list_dspark_plan_buffers(const dfsel_dspark_plan_desc& desc, RunBuffers* bufs);
-Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs* in,
-                           const dfsel_dspark_outputs* out);
+// One plan's part of a run (inputs and outputs not NULL: check_group_call saw to that).
+Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in,
+                           const dfsel_dspark_outputs& out);
 // The plans of one group call (each validated): no plan writes what another plan of the call
 // reads or writes (dspark.h). scratch holds n lists.
 Status validate_dspark_group_aliasing(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,

@@ -33,10 +33,10 @@ Status check_chain(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_in
 Status run_dspark_group(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,
                         const dfsel_dspark_outputs* out, void* const* streams) {
   DFSEL_TRY(check_group_call(n, plans, in, out));
-  DSparkScratch& sc = plans[0]->scratch;
+  GroupScratch& sc = plans[0]->scratch;
   sc.size_for(n);  // allocates only the first time a group of n plans runs
   for (int i = 0; i < n; ++i) {
-    Status s = validate_dspark_run(*plans[i], &in[i], &out[i]);
+    Status s = validate_dspark_run(*plans[i], in[i], out[i]);
     if (!s.ok()) {
       if (n > 1) s.msg = "plans[" + std::to_string(i) + "]: " + s.msg;
       return s;

@@ -1,13 +1,13 @@
 // Argument checks of DSpark plans and runs (dspark.h): each failure names the argument and its
-// value. The tensor and shard rules are those of every plan (host/plan/tensor_checks.h); the
-// buffers a run touches are listed here and checked by the rules of every plan
-// (host/plan/run_buffers.h): required ones present, each aligned, nothing written shared.
+// value. What both plan kinds check alike is host/plan/plan_checks.h; the buffers a run
+// touches are listed here and checked by the rules of every plan (host/plan/run_buffers.h):
+// required ones present, each aligned, nothing written shared.
 #include <cinttypes>
 #include <cmath>
 
 #include "host/plan/dspark_plan.h"
+#include "host/plan/plan_checks.h"
 #include "host/plan/run_buffers.h"
-#include "host/plan/tensor_checks.h"
 #include "host/plan/validate.h"
 #include "kernels/common/dspark_math.cuh"
 #include "kernels/common/limits.cuh"
@@ -17,8 +17,7 @@ namespace dfsel {
 namespace {
 
 Status check_config(const dfsel_dspark_config& c) {
-  if (c.n_vocab <= 0 || c.n_vocab > INT32_MAX)
-    return fail(DFSEL_INVALID_ARGUMENT, "config.n_vocab = %" PRId64 " must be in [1, 2^31)", c.n_vocab);
+  DFSEL_TRY(check_shared_config(c));
   if (c.n_target_vocab <= 0 || c.n_target_vocab > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.n_target_vocab = %" PRId64 " must be in [1, 2^31)", c.n_target_vocab);
   if (c.n_embd < 0 || c.n_embd > INT32_MAX)
@@ -29,10 +28,6 @@ Status check_config(const dfsel_dspark_config& c) {
     return fail(DFSEL_INVALID_ARGUMENT, "config.n_draft = %d must be in [1, %d]", c.n_draft, kMaxDraftSteps);
   if (c.sample_from_anchor != 0 && c.sample_from_anchor != 1)
     return fail(DFSEL_INVALID_ARGUMENT, "config.sample_from_anchor = %d must be 0 or 1", c.sample_from_anchor);
-  if (!(c.logit_scale >= 0.0f) || !std::isfinite(c.logit_scale))
-    return fail(DFSEL_INVALID_ARGUMENT, "config.logit_scale = %g must be finite and > 0 (0 means 1)", c.logit_scale);
-  if (!std::isfinite(c.softcap)) return fail(DFSEL_INVALID_ARGUMENT, "config.softcap = %g must be finite", c.softcap);
-  if (c.max_blocks < 1) return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d must be at least 1", c.max_blocks);
   const int64_t rows = dspark_rows_per_block(c.n_draft, c.sample_from_anchor != 0);
   if ((int64_t)c.max_blocks * rows > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d times %" PRId64 " rows a block exceeds 2^31 - 1",
@@ -143,11 +138,7 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
   const dfsel_dspark_config& c = d.config;
   DFSEL_TRY(check_config(c));
   DFSEL_TRY(check_shard(d.shard, c.n_vocab));
-  const int backend = enum_value(d.backend), placement = enum_value(d.placement);
-  if (backend != DFSEL_BACKEND_AUTO && backend != DFSEL_BACKEND_CPU && backend != DFSEL_BACKEND_CUDA)
-    return fail(DFSEL_INVALID_ARGUMENT, "backend = %d is not a dfsel_backend", backend);
-  if (placement != DFSEL_CODEBOOKS_REPLICATED && placement != DFSEL_CODEBOOKS_SHARDED)
-    return fail(DFSEL_INVALID_ARGUMENT, "placement = %d is not a dfsel_placement", placement);
+  DFSEL_TRY(check_shared_desc(d));
   const bool sharded = d.placement == DFSEL_CODEBOOKS_SHARDED;
   if (sharded && d.d2t)
     return fail(DFSEL_INVALID_ARGUMENT, "placement = SHARDED needs the draft ids to be the target ids, but d2t is given; "
@@ -159,9 +150,6 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
   DFSEL_TRY(check_matrix("w1", d.w1, true, c.markov_rank, sharded ? shard_rows : c.n_target_vocab, true));
   DFSEL_TRY(check_matrix("w2", d.w2, true, c.markov_rank, shard_rows, true));
   DFSEL_TRY(check_optional(d, shard_rows));
-  if (d.n_threads < 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d must be 0 (every core) or a thread count", d.n_threads);
-  if (d.workspace && d.workspace_bytes == 0) return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
   RunBuffers bufs;
   list_dspark_plan_buffers(d, &bufs);
   DFSEL_TRY(check_run_buffers(bufs));
@@ -170,27 +158,19 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
   return Status::success();
 }
 
-Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs* in,
-                           const dfsel_dspark_outputs* out) {
-  if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
-  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
+Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in,
+                           const dfsel_dspark_outputs& out) {
   const DSparkShape& sh = plan.shape;
-  if (in->n_blocks < 1 || in->n_blocks > plan.desc.config.max_blocks)
-    return fail(DFSEL_INVALID_ARGUMENT, "inputs.n_blocks = %d must be in [1, config.max_blocks = %d]", in->n_blocks,
-                plan.desc.config.max_blocks);
-  const int64_t n_rows = (int64_t)in->n_blocks * sh.rows;
-  DFSEL_TRY(check_matrix("inputs.logits", in->logits, false, sh.v_end - sh.v_begin, n_rows, false));
-  if (sh.conf) DFSEL_TRY(check_matrix("inputs.hidden", in->hidden, false, sh.n_embd, n_rows, false));
-  if (!std::isfinite(in->temperature))
-    return fail(DFSEL_INVALID_ARGUMENT, "inputs.temperature = %g must be finite", in->temperature);
-  if (!(in->p_min >= 0.0f && in->p_min <= 1.0f))
-    return fail(DFSEL_INVALID_ARGUMENT, "inputs.p_min = %g must be in [0, 1]", in->p_min);
-  if (in->p_min > 0.0f && !sh.conf)
+  DFSEL_TRY(check_run_values(in, plan.desc.config.max_blocks));
+  const int64_t n_rows = (int64_t)in.n_blocks * sh.rows;
+  DFSEL_TRY(check_matrix("inputs.logits", in.logits, false, sh.v_end - sh.v_begin, n_rows, false));
+  if (sh.conf) DFSEL_TRY(check_matrix("inputs.hidden", in.hidden, false, sh.n_embd, n_rows, false));
+  if (in.p_min > 0.0f && !sh.conf)
     return fail(DFSEL_INVALID_ARGUMENT, "inputs.p_min = %g needs a confidence head, and the plan has none (conf_w)",
-                in->p_min);
-  DFSEL_TRY(check_outputs(sh, *in, *out));
+                in.p_min);
+  DFSEL_TRY(check_outputs(sh, in, out));
   RunBuffers bufs;
-  list_dspark_run_buffers(plan, *in, *out, &bufs);
+  list_dspark_run_buffers(plan, in, out, &bufs);
   return check_run_buffers(bufs);
 }
 

@@ -9,22 +9,12 @@
 namespace dfsel {
 
 RankSummary summarize(const dfsel_plan_desc& d) {
-  RankSummary s{};
-  s.shard_rank = d.shard.rank;
-  s.shard_n_ranks = d.shard.n_ranks;
+  RankSummary s = summarize_shared(d);
   s.top_k = d.config.top_k;
   s.codebook_rank = d.config.codebook_rank;
   s.block_size = d.config.block_size;
-  s.max_blocks = d.config.max_blocks;
-  s.placement = (int32_t)d.placement;
   s.cb_type = (int32_t)d.e_prev.type;
   s.w_type = (int32_t)d.w_h.type;
-  s.n_vocab = d.config.n_vocab;
-  s.n_embd = d.config.n_embd;
-  s.v_begin = d.shard.v_begin;
-  s.v_end = d.shard.v_end;
-  s.logit_scale = d.config.logit_scale;
-  s.softcap = d.config.softcap;
   return s;
 }
 
@@ -49,48 +39,46 @@ int put(const Field (&d)[N], Field* f) {
   return (int)N;
 }
 
-// The fields two ranks of one group must share, by plan kind. Floats compare as bits: the
-// ranks must compute the same transform, so even -0 against +0 is a difference.
+// The fields two ranks of one group must share: those of every plan kind, then the kind's own.
+// Floats compare as bits: the ranks must compute the same transform, so even -0 against +0 is
+// a difference.
 int fields_of(const RankSummary& a, const RankSummary& b, Field* f) {
   if (a.kind != b.kind) {
     f[0] = Field{"plan kind (0 DFlash2, 1 DSpark)", kInt, a.kind, b.kind};
     return 1;
   }
+  const Field shared[] = {
+      {"config.n_vocab", kInt, a.n_vocab, b.n_vocab},
+      {"config.n_embd", kInt, a.n_embd, b.n_embd},
+      {"config.max_blocks", kInt, a.max_blocks, b.max_blocks},
+      {"placement", kInt, a.placement, b.placement},
+      {"config.logit_scale", kFloat, bits(a.logit_scale), bits(b.logit_scale)},
+      {"config.softcap", kFloat, bits(a.softcap), bits(b.softcap)},
+  };
+  const int n = put(shared, f);
   if (a.kind == kDSparkPlan) {
     const Field d[] = {
-        {"config.n_vocab", kInt, a.n_vocab, b.n_vocab},
         {"config.n_target_vocab", kInt, a.n_target_vocab, b.n_target_vocab},
-        {"config.n_embd", kInt, a.n_embd, b.n_embd},
         {"config.markov_rank", kInt, a.markov_rank, b.markov_rank},
         {"config.n_draft", kInt, a.n_draft, b.n_draft},
         {"config.sample_from_anchor", kInt, a.sample_from_anchor, b.sample_from_anchor},
-        {"config.max_blocks", kInt, a.max_blocks, b.max_blocks},
-        {"placement", kInt, a.placement, b.placement},
         {"w1.type", kType, a.w1_type, b.w1_type},
         {"w2.type", kType, a.w2_type, b.w2_type},
         {"w2_scale (1: given)", kInt, a.has_scale, b.has_scale},
         {"conf_w.type (-1: no confidence head)", kInt, a.conf_type, b.conf_type},
         {"d2t (1: given)", kInt, a.has_d2t, b.has_d2t},
-        {"config.logit_scale", kFloat, bits(a.logit_scale), bits(b.logit_scale)},
-        {"config.softcap", kFloat, bits(a.softcap), bits(b.softcap)},
         {"conf_bias", kFloat, bits(a.conf_bias), bits(b.conf_bias)},
     };
-    return put(d, f);
+    return n + put(d, f + n);
   }
   const Field d[] = {
-      {"config.n_vocab", kInt, a.n_vocab, b.n_vocab},
-      {"config.n_embd", kInt, a.n_embd, b.n_embd},
       {"config.codebook_rank", kInt, a.codebook_rank, b.codebook_rank},
       {"config.top_k", kInt, a.top_k, b.top_k},
       {"config.block_size", kInt, a.block_size, b.block_size},
-      {"config.max_blocks", kInt, a.max_blocks, b.max_blocks},
-      {"placement", kInt, a.placement, b.placement},
       {"e_prev.type", kType, a.cb_type, b.cb_type},
       {"w_h.type", kType, a.w_type, b.w_type},
-      {"config.logit_scale", kFloat, bits(a.logit_scale), bits(b.logit_scale)},
-      {"config.softcap", kFloat, bits(a.softcap), bits(b.softcap)},
   };
-  return put(d, f);
+  return n + put(d, f + n);
 }
 
 // The first field in which b differs from a, written to buf, or nullptr.

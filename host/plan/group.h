@@ -25,6 +25,24 @@ struct RankSummary {
 
 constexpr int32_t kDSparkPlan = 1;
 
+// The fields every plan kind's summary has, from a description of either kind (each has a
+// shard, a placement, and a config with n_vocab, n_embd, max_blocks, logit_scale, softcap).
+template <class Desc>
+RankSummary summarize_shared(const Desc& d) {
+  RankSummary s{};
+  s.shard_rank = d.shard.rank;
+  s.shard_n_ranks = d.shard.n_ranks;
+  s.v_begin = d.shard.v_begin;
+  s.v_end = d.shard.v_end;
+  s.placement = (int32_t)d.placement;
+  s.n_vocab = d.config.n_vocab;
+  s.n_embd = d.config.n_embd;
+  s.max_blocks = d.config.max_blocks;
+  s.logit_scale = d.config.logit_scale;
+  s.softcap = d.config.softcap;
+  return s;
+}
+
 RankSummary summarize(const dfsel_plan_desc& desc);
 
 // all[i] is the summary of the rank called who[i] in messages ("plans", "communicator rank").

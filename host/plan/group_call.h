@@ -1,12 +1,31 @@
-// What every group call checks (dfsel_run_group, dfsel_dspark_run_group): its arguments, and
-// that its plans make one group: one kind of exchange and backend, the same blocks, and (in
+// What every group call (dfsel_run_group, dfsel_dspark_run_group) keeps and checks: its
+// scratch, its arguments, and that its plans make one group: one kind of exchange and backend, the same blocks, and (in
 // process) the whole group by the rule the NCCL set-up applies (host/plan/group.h).
 #pragma once
 
+#include <vector>
+
+#include "host/exchange/exchange.h"
 #include "host/plan/group.h"
+#include "host/plan/run_buffers.h"
 #include "host/status.h"
 
 namespace dfsel {
+
+// What a group call of n plans needs on the host, kept by the first plan of the call and
+// reused, so that runs allocate nothing once a group of that size has run.
+struct GroupScratch {
+  std::vector<RankSummary> summaries;
+  std::vector<int> order;
+  std::vector<StepRank> ranks;
+  std::vector<RunBuffers> buffers;  // what each plan of the call touches
+  void size_for(int n) {
+    summaries.resize(n);
+    order.resize(n);
+    ranks.resize(n);
+    buffers.resize(n);
+  }
+};
 
 template <class Plan, class Inputs, class Outputs>
 Status check_group_call(int n, Plan* const* plans, const Inputs* in, const Outputs* out) {

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "host/plan/create_plan.h"
 #include "host/plan/group.h"
 #include "host/plan/group_call.h"
 #include "host/plan/validate.h"
@@ -60,17 +61,7 @@ Status resolve_backend(dfsel_backend asked, dfsel_backend* out) {
 }
 
 Status create_plan(const dfsel_plan_desc* desc, dfsel_plan** out) {
-  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "plan (the output pointer) is NULL");
-  *out = nullptr;
-  std::unique_ptr<dfsel_plan> plan(new (std::nothrow) dfsel_plan());
-  if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
-  const Status local = create_local(desc, plan.get());
-  // Every rank of a communicator joins the set-up exchange, also one whose own checks failed.
-  if (desc && desc->nccl_comm && enum_value(desc->backend) != DFSEL_BACKEND_CPU)
-    DFSEL_TRY(make_nccl_exchange(*desc, local, &plan->exchange));
-  DFSEL_TRY(local);
-  *out = plan.release();
-  return Status::success();
+  return create_plan_of_kind(desc, out, create_local, [](const dfsel_plan_desc& d) { return summarize(d); });
 }
 
 }  // namespace dfsel

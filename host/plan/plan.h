@@ -11,6 +11,7 @@
 #include "host/backend/backend.h"
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
+#include "host/plan/group_call.h"
 #include "host/plan/one_call.h"
 #include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
@@ -18,20 +19,12 @@
 
 namespace dfsel {
 
-// What a step of n plans needs on the host, kept by the first plan of the call and reused, so
-// that runs allocate nothing once a group of that size has run.
-struct StepScratch {
+// A group call's scratch, and the outputs of each plan with packed_row_stride resolved.
+struct StepScratch : GroupScratch {
   std::vector<dfsel_outputs> outs;
-  std::vector<RankSummary> summaries;
-  std::vector<int> order;
-  std::vector<StepRank> ranks;
-  std::vector<RunBuffers> buffers;  // what each plan of a group call touches
   void size_for(int n) {
+    GroupScratch::size_for(n);
     outs.resize(n);
-    buffers.resize(n);
-    summaries.resize(n);
-    order.resize(n);
-    ranks.resize(n);
   }
 };
 

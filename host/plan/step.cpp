@@ -25,7 +25,7 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
   std::vector<dfsel_outputs>& outs = sc.outs;
   std::copy(out, out + n, outs.begin());
   for (int i = 0; i < n; ++i) {
-    Status s = validate_run(*plans[i], &in[i], &outs[i]);
+    Status s = validate_run(*plans[i], in[i], outs[i]);
     if (!s.ok()) {
       if (n > 1) s.msg = "plans[" + std::to_string(i) + "]: " + s.msg;
       return s;

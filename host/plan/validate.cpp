@@ -3,7 +3,6 @@
 #include <cinttypes>
 #include <cmath>
 
-#include "host/plan/tensor_checks.h"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/limits.cuh"
 #include "kernels/common/packed_row.cuh"
@@ -47,8 +46,7 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
   const dfsel_config& c = desc->config;
   const dfsel_shard& s = desc->shard;
-  if (c.n_vocab <= 0 || c.n_vocab > INT32_MAX)
-    return fail(DFSEL_INVALID_ARGUMENT, "config.n_vocab = %" PRId64 " must be in [1, 2^31)", c.n_vocab);
+  DFSEL_TRY(check_shared_config(c));
   if (c.n_embd <= 0 || c.n_embd > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.n_embd = %" PRId64 " must be in [1, 2^31)", c.n_embd);
   if (c.codebook_rank <= 0 || c.codebook_rank > kMaxCodebookRank)
@@ -57,12 +55,6 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d must be in [1, %d]", c.top_k, kMaxTopK);
   if (c.block_size < 2 || c.block_size > 1024)
     return fail(DFSEL_INVALID_ARGUMENT, "config.block_size = %d must be in [2, 1024]", c.block_size);
-  if (!(c.logit_scale >= 0.0f) || !std::isfinite(c.logit_scale))
-    return fail(DFSEL_INVALID_ARGUMENT, "config.logit_scale = %g must be finite and > 0 (0 means 1)", c.logit_scale);
-  if (!std::isfinite(c.softcap))
-    return fail(DFSEL_INVALID_ARGUMENT, "config.softcap = %g must be finite", c.softcap);
-  if (c.max_blocks < 1)
-    return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d must be at least 1", c.max_blocks);
   // Drafted rows are counted in 32 bits (exchange layout, kernels' grids).
   if ((int64_t)c.max_blocks * (c.block_size - 1) > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d times block_size - 1 = %d drafted rows exceeds 2^31 - 1",
@@ -71,11 +63,7 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if (c.top_k > s.v_end - s.v_begin)
     return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d is larger than the shard's %" PRId64 " tokens [%" PRId64 ", %" PRId64 ")",
                 c.top_k, s.v_end - s.v_begin, s.v_begin, s.v_end);
-  const int backend = enum_value(desc->backend), placement = enum_value(desc->placement);
-  if (backend != DFSEL_BACKEND_AUTO && backend != DFSEL_BACKEND_CPU && backend != DFSEL_BACKEND_CUDA)
-    return fail(DFSEL_INVALID_ARGUMENT, "backend = %d is not a dfsel_backend", backend);
-  if (placement != DFSEL_CODEBOOKS_REPLICATED && placement != DFSEL_CODEBOOKS_SHARDED)
-    return fail(DFSEL_INVALID_ARGUMENT, "placement = %d is not a dfsel_placement", placement);
+  DFSEL_TRY(check_shared_desc(*desc));
   const bool sharded = desc->placement == DFSEL_CODEBOOKS_SHARDED;
   const int64_t cb_rows = sharded ? s.v_end - s.v_begin : c.n_vocab;
   DFSEL_TRY(check_matrix("e_prev", desc->e_prev, true, c.codebook_rank, cb_rows, true));
@@ -87,10 +75,6 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   if (desc->e_prev.nb[1] != desc->e_next.nb[1])
     return fail(DFSEL_INVALID_ARGUMENT, "e_prev.nb[1] = %zu and e_next.nb[1] = %zu differ", desc->e_prev.nb[1],
                 desc->e_next.nb[1]);
-  if (desc->n_threads < 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d must be 0 (every core) or a thread count", desc->n_threads);
-  if (desc->workspace && desc->workspace_bytes == 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
   RunBuffers bufs;
   list_plan_buffers(*desc, &bufs);
   DFSEL_TRY(check_run_buffers(bufs));
@@ -111,31 +95,23 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
   return Status::success();
 }
 
-Status validate_run(const dfsel_plan& plan, const dfsel_inputs* in, const dfsel_outputs* out) {
-  if (!in) return fail(DFSEL_INVALID_ARGUMENT, "inputs is NULL");
-  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "outputs is NULL");
+Status validate_run(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_outputs& out) {
   const PlanShape& sh = plan.shape;
-  if (in->n_blocks < 1 || in->n_blocks > plan.desc.config.max_blocks)
-    return fail(DFSEL_INVALID_ARGUMENT, "inputs.n_blocks = %d must be in [1, config.max_blocks = %d]", in->n_blocks,
-                plan.desc.config.max_blocks);
-  const int64_t n_tokens = (int64_t)in->n_blocks * sh.block_size;
-  DFSEL_TRY(check_matrix("inputs.logits", in->logits, false, sh.v_end - sh.v_begin, n_tokens, false));
-  DFSEL_TRY(check_matrix("inputs.hidden", in->hidden, false, sh.n_embd, n_tokens, false));
-  if (!std::isfinite(in->temperature))
-    return fail(DFSEL_INVALID_ARGUMENT, "inputs.temperature = %g must be finite", in->temperature);
-  if (!(in->p_min >= 0.0f && in->p_min <= 1.0f))
-    return fail(DFSEL_INVALID_ARGUMENT, "inputs.p_min = %g must be in [0, 1]", in->p_min);
-  if (out->packed) {
+  DFSEL_TRY(check_run_values(in, plan.desc.config.max_blocks));
+  const int64_t n_tokens = (int64_t)in.n_blocks * sh.block_size;
+  DFSEL_TRY(check_matrix("inputs.logits", in.logits, false, sh.v_end - sh.v_begin, n_tokens, false));
+  DFSEL_TRY(check_matrix("inputs.hidden", in.hidden, false, sh.n_embd, n_tokens, false));
+  if (out.packed) {
     if (sh.n_embd < (int64_t)sh.k + (int64_t)sh.k * sh.k)
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed needs n_embd >= K + K*K = %d, config.n_embd = %" PRId64,
                   sh.k + sh.k * sh.k, sh.n_embd);
-    const size_t stride = packed_stride(out->packed_row_stride, sh.n_embd);
+    const size_t stride = packed_stride(out.packed_row_stride, sh.n_embd);
     if (stride < (size_t)sh.n_embd * 4 || stride % 4 != 0)
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed_row_stride = %zu must be a multiple of 4 and at least n_embd * 4 = %zu",
-                  out->packed_row_stride, (size_t)sh.n_embd * 4);
+                  out.packed_row_stride, (size_t)sh.n_embd * 4);
   }
   RunBuffers bufs;
-  list_run_buffers(plan, *in, *out, &bufs);
+  list_run_buffers(plan, in, out, &bufs);
   return check_run_buffers(bufs);
 }
 

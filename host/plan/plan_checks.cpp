@@ -1,9 +1,8 @@
-#include "host/plan/tensor_checks.h"
+#include "host/plan/plan_checks.h"
 
 #include <cinttypes>
 #include <cstddef>
 
-#include "host/plan/validate.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel {

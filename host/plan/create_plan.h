@@ -1,0 +1,32 @@
+// Plan creation for either plan kind (dfsel_plan_create, dfsel_dspark_plan_create): the plan
+// object, its own checks and set-up, and for a rank of an NCCL communicator the set-up exchange
+// in which the ranks compare their summaries (host/plan/group.h). Every rank joins that
+// exchange, also one whose own checks failed, so that its peers are told instead of waiting.
+#pragma once
+
+#include <memory>
+#include <new>
+
+#include "host/exchange/exchange.h"
+#include "host/plan/group.h"
+#include "host/plan/plan_checks.h"
+#include "host/status.h"
+
+namespace dfsel {
+
+// create_local(desc, plan): the plan's own checks and set-up; summarize(desc): its RankSummary.
+template <class Plan, class Desc, class CreateLocal, class Summarize>
+Status create_plan_of_kind(const Desc* desc, Plan** out, CreateLocal create_local, Summarize summarize) {
+  if (!out) return fail(DFSEL_INVALID_ARGUMENT, "plan (the output pointer) is NULL");
+  *out = nullptr;
+  std::unique_ptr<Plan> plan(new (std::nothrow) Plan());
+  if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
+  const Status local = create_local(desc, plan.get());
+  if (desc && desc->nccl_comm && enum_value(desc->backend) != DFSEL_BACKEND_CPU)
+    DFSEL_TRY(make_nccl_exchange(desc->nccl_comm, summarize(*desc), local, &plan->exchange));
+  DFSEL_TRY(local);
+  *out = plan.release();
+  return Status::success();
+}
+
+}  // namespace dfsel
