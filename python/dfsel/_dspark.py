@@ -8,7 +8,7 @@ from ._cvalues import INT32, INT64, UINT64
 from ._loader import library
 from ._outputs import ArraySet, _allocate, expose
 from ._owned import Owned, claimed, create, group_size
-from ._plan import _comm_handle, _enum, _unwrap
+from ._plan import _backend, _comm_handle, _placement, _unwrap
 
 _FLOATS = (Type.F32, Type.F16, Type.BF16)
 _WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
@@ -92,10 +92,7 @@ class DSparkPlan(Owned):
         c.sample_from_anchor, c.max_blocks = 1 if sample_from_anchor else 0, max_blocks
         c.logit_scale, c.softcap = _cvalues.real(logit_scale, "logit_scale"), _cvalues.real(softcap, "softcap")
         d.shard.rank, d.shard.n_ranks, d.shard.v_begin, d.shard.v_end = rank, n_ranks, v_begin, v_end
-        d.placement = _enum(placement, _abi.Placement, "placement",
-                            {"replicated": _abi.Placement.REPLICATED, "sharded": _abi.Placement.SHARDED})
-        asked = _enum(backend, _abi.Backend, "backend",
-                      {"auto": _abi.Backend.AUTO, "cpu": _abi.Backend.CPU, "cuda": _abi.Backend.CUDA})
+        d.placement, asked = _placement(placement), _backend(backend)
         d.backend = _abi.Backend.CPU if asked == _abi.Backend.AUTO else asked
         keep = [_tensor(d.w1, w1, "w1", _WEIGHTS, weight_dtype), _tensor(d.w2, w2, "w2", _WEIGHTS, weight_dtype)]
         if w2_scale is not None:

@@ -30,6 +30,16 @@ def _enum(value, enum, name, names):
         raise Error(Status.INVALID_ARGUMENT, "%s = %r; expected one of %s" % (name, value, ", ".join(names)))
 
 
+def _placement(value):
+    return _enum(value, _abi.Placement, "placement",
+                 {"replicated": _abi.Placement.REPLICATED, "sharded": _abi.Placement.SHARDED})
+
+
+def _backend(value):
+    return _enum(value, _abi.Backend, "backend", {"auto": _abi.Backend.AUTO, "cpu": _abi.Backend.CPU,
+                                                  "cuda": _abi.Backend.CUDA})
+
+
 def _comm_handle(comm):
     """An ncclComm_t as an int: the int itself, a ctypes.c_void_p, or an object whose .comm is
     one (CuPy's NcclCommunicator.comm is an int, vLLM's PyNcclCommunicator.comm a ctypes
@@ -99,10 +109,7 @@ class Plan(Owned):
         c.block_size, c.max_blocks = block_size, max_blocks
         c.logit_scale, c.softcap = _cvalues.real(logit_scale, "logit_scale"), _cvalues.real(softcap, "softcap")
         d.shard.rank, d.shard.n_ranks, d.shard.v_begin, d.shard.v_end = rank, n_ranks, v_begin, v_end
-        d.placement = _enum(placement, _abi.Placement, "placement",
-                            {"replicated": _abi.Placement.REPLICATED, "sharded": _abi.Placement.SHARDED})
-        asked = _enum(backend, _abi.Backend, "backend",
-                      {"auto": _abi.Backend.AUTO, "cpu": _abi.Backend.CPU, "cuda": _abi.Backend.CUDA})
+        d.placement, asked = _placement(placement), _backend(backend)
         views, keep = {}, []
         for name, w in (("e_prev", e_prev), ("e_next", e_next), ("w_h", w_h)):
             if weight_dtype is not None and not isinstance(w, _arrays.typed):
