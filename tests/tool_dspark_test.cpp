@@ -119,4 +119,28 @@ TEST(ToolDSpark, OptionsParseWhole) {
   EXPECT_EQ(o.problem.threads, 2);
 }
 
+// The DSpark mode parses its command line by the DFlash2 mode's rules (parse_command_line):
+// whole numbers, a value for every flag, a file name for --gguf and no draft sizes beside it.
+TEST(ToolDSpark, OptionsAreRefusedByTheCommandsRules) {
+  const std::pair<std::vector<const char*>, const char*> cases[] = {
+      {{"--rank", "1e3"}, "--rank takes a whole number, not '1e3'"},
+      {{"--temperature", "0,8"}, "--temperature"},
+      {{"--vocab", "--steps", "1"}, "--vocab needs a value"},
+      {{"--seed", "-1"}, "--seed takes a whole number >= 0"},
+      {{"--p-min", "1.5"}, "--p-min = 1.5 is outside [0, 1]"},
+      {{"--shards", "0"}, "--shards = 0"},
+      {{"blocks"}, "unexpected argument 'blocks'"},
+      {{"--gguf", ""}, "--gguf needs a file name"},
+      {{"--gguf", "d.gguf", "--n-draft", "4"}, "--n-draft cannot be combined with --gguf"},
+  };
+  for (const auto& c : cases) {
+    std::vector<const char*> args = {"dfsel", "--dspark"};
+    args.insert(args.end(), c.first.begin(), c.first.end());
+    dfsel::tools::DSparkOptions o;
+    std::string err;
+    EXPECT_FALSE(dfsel::tools::parse_dspark_options((int)args.size(), args.data(), &o, &err)) << c.second;
+    EXPECT_NE(err.find(c.second), std::string::npos) << err;
+  }
+}
+
 }  // namespace

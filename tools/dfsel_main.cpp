@@ -20,19 +20,6 @@
 #include <cuda_runtime.h>
 #endif
 
-namespace {
-
-bool type_of(const std::string& s, dfsel_type* t) {
-  if (s == "f32") *t = DFSEL_TYPE_F32;
-  else if (s == "f16") *t = DFSEL_TYPE_F16;
-  else if (s == "bf16") *t = DFSEL_TYPE_BF16;
-  else if (s == "q8_0") *t = DFSEL_TYPE_Q8_0;
-  else return false;
-  return true;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   if (dfsel::tools::wants_dspark(argc, argv)) return dfsel::tools::dspark_main(argc, argv);
   dfsel::tools::Options o;
@@ -56,7 +43,8 @@ int main(int argc, char** argv) {
   pb.seed = o.seed;
   pb.threads = o.threads;
   pb.sharded = o.placement == "sharded";
-  if (!type_of(o.logits_type, &pb.logits_type) || pb.logits_type == DFSEL_TYPE_Q8_0 || !type_of(o.cb_type, &pb.cb_type) ||
+  if (!dfsel::tools::type_named(o.logits_type, false, &pb.logits_type) ||
+      !dfsel::tools::type_named(o.cb_type, true, &pb.cb_type) ||
       (o.placement != "replicated" && o.placement != "sharded")) {
     std::fprintf(stderr, "dfsel: bad --dtype, --codebook-type or --placement (see --help)\n");
     return 2;

@@ -1,24 +1,12 @@
 #include "dspark_options.h"
 
 #include <cstdio>
-#include <set>
+#include <iterator>
 
+#include "options.h"
 #include "parse_number.h"
 
 namespace dfsel::tools {
-
-namespace {
-
-bool type_of(const std::string& s, bool weight, dfsel_type* t) {
-  if (s == "f32") *t = DFSEL_TYPE_F32;
-  else if (s == "f16") *t = DFSEL_TYPE_F16;
-  else if (s == "bf16") *t = DFSEL_TYPE_BF16;
-  else if (s == "q8_0" && weight) *t = DFSEL_TYPE_Q8_0;
-  else return false;
-  return true;
-}
-
-}  // namespace
 
 void print_dspark_usage() {
   std::printf(
@@ -48,14 +36,7 @@ bool parse_dspark_options(int argc, const char* const* argv, DSparkOptions* o, s
   static const char* const kDraftSizes[] = {"--vocab",  "--target-vocab", "--rank",       "--n-draft",
                                             "--embd",   "--weight-type",  "--sample-from-anchor"};
   DSparkProblem& p = o->problem;
-  std::set<std::string> given;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") return o->help = true, true;
-    if (a == "--dspark") continue;
-    if (a.rfind("--", 0) != 0) return *err = "unexpected argument '" + a + "' (options start with --; see --help)", false;
-    if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) return *err = a + " needs a value", false;
-    const char* v = argv[++i];
+  const FlagSetter set = [o, &p](const std::string& a, const char* v, std::string* err) {
     long long n = 0;
     bool ok = true;
     if (a == "--vocab") ok = parse_int(a, v, 1, INT32_MAX, &n, err), p.vocab = n;
@@ -71,25 +52,20 @@ bool parse_dspark_options(int argc, const char* const* argv, DSparkOptions* o, s
     else if (a == "--seed") ok = parse_u64(a, v, &p.seed, err);
     else if (a == "--temperature") ok = parse_float(a, v, 0.0, 1e30, &p.temperature, err);
     else if (a == "--p-min") ok = parse_float(a, v, 0.0, 1.0, &p.p_min, err);
-    else if (a == "--dtype") ok = type_of(v, false, &p.logits_type) || (*err = "--dtype is f32, f16 or bf16, not " + std::string(v), false);
+    else if (a == "--dtype") ok = type_named(v, false, &p.logits_type) || (*err = "--dtype is f32, f16 or bf16, not " + std::string(v), false);
     else if (a == "--weight-type")
-      ok = type_of(v, true, &p.weight_type) || (*err = "--weight-type is f32, f16, bf16 or q8_0, not " + std::string(v), false);
+      ok = type_named(v, true, &p.weight_type) || (*err = "--weight-type is f32, f16, bf16 or q8_0, not " + std::string(v), false);
     else if (a == "--placement") {
       p.sharded = std::string(v) == "sharded";
       ok = p.sharded || std::string(v) == "replicated" || (*err = "--placement is replicated or sharded, not " + std::string(v), false);
     } else if (a == "--gguf") {
       p.gguf = v;
-      ok = !p.gguf.empty() || (*err = "--gguf needs a file name, not an empty string", false);
     } else {
       return *err = "unknown option " + a + " in the DSpark mode (see dfsel --dspark --help)", false;
     }
-    if (!ok) return false;
-    given.insert(a);
-  }
-  if (!p.gguf.empty())
-    for (const char* f : kDraftSizes)
-      if (given.count(f)) return *err = std::string(f) + " cannot be combined with --gguf: the draft sets it", false;
-  return true;
+    return ok;
+  };
+  return parse_command_line(argc, argv, "--dspark", set, kDraftSizes, std::size(kDraftSizes), &o->help, err);
 }
 
 }  // namespace dfsel::tools

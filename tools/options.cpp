@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <cstdio>
+#include <iterator>
 #include <set>
 
 #include "parse_number.h"
@@ -32,25 +33,40 @@ void print_usage() {
       "  --dspark          run a DSpark draft's Markov chain instead (dfsel --dspark --help)\n");
 }
 
-bool parse_options(int argc, const char* const* argv, Options* o, std::string* err) {
-  static const char* const kDraftSizes[] = {"--vocab", "--embd", "--rank", "--top-k", "--block-size"};
+bool type_named(const std::string& s, bool weight, dfsel_type* t) {
+  if (s == "f32") *t = DFSEL_TYPE_F32;
+  else if (s == "f16") *t = DFSEL_TYPE_F16;
+  else if (s == "bf16") *t = DFSEL_TYPE_BF16;
+  else if (s == "q8_0" && weight) *t = DFSEL_TYPE_Q8_0;
+  else return false;
+  return true;
+}
+
+bool parse_command_line(int argc, const char* const* argv, const char* bare, const FlagSetter& on_flag,
+                        const char* const* draft_sizes, size_t n_sizes, bool* help, std::string* err) {
   std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      o->help = true;
-      return true;
-    }
-    if (a.rfind("--", 0) != 0) {
-      *err = "unexpected argument '" + a + "' (options start with --; see --help)";
-      return false;
-    }
+    if (a == "-h" || a == "--help") return *help = true, true;
+    if (bare && a == bare) continue;
+    if (a.rfind("--", 0) != 0) return *err = "unexpected argument '" + a + "' (options start with --; see --help)", false;
     // A value that is itself a flag means the value was left out ("--vocab --steps 1").
-    if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) {
-      *err = a + " needs a value";
-      return false;
-    }
+    if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) return *err = a + " needs a value", false;
     const char* v = argv[++i];
+    if (a == "--gguf" && !*v) return *err = "--gguf needs a file name, not an empty string", false;
+    if (!on_flag(a, v, err)) return false;
+    given.insert(a);
+  }
+  if (given.count("--gguf"))
+    for (size_t i = 0; i < n_sizes; ++i)
+      if (given.count(draft_sizes[i]))
+        return *err = std::string(draft_sizes[i]) + " cannot be combined with --gguf: the draft's metadata sets it", false;
+  return true;
+}
+
+bool parse_options(int argc, const char* const* argv, Options* o, std::string* err) {
+  static const char* const kDraftSizes[] = {"--vocab", "--embd", "--rank", "--top-k", "--block-size"};
+  const FlagSetter set = [o](const std::string& a, const char* v, std::string* err) {
     long long n = 0;
     bool ok = true;
     if (a == "--vocab") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->vocab = n;
@@ -70,24 +86,10 @@ bool parse_options(int argc, const char* const* argv, Options* o, std::string* e
     else if (a == "--placement") o->placement = v;
     else if (a == "--backend") o->backend = v;
     else if (a == "--gguf") o->gguf = v, o->gguf_given = true;
-    else {
-      *err = "unknown option " + a + " (see --help)";
-      return false;
-    }
-    if (!ok) return false;
-    given.insert(a);
-  }
-  if (o->gguf_given && o->gguf.empty()) {
-    *err = "--gguf needs a file name, not an empty string";
-    return false;
-  }
-  if (o->gguf_given)
-    for (const char* f : kDraftSizes)
-      if (given.count(f)) {
-        *err = std::string(f) + " cannot be combined with --gguf: the draft's metadata sets it";
-        return false;
-      }
-  return true;
+    else return *err = "unknown option " + a + " (see --help)", false;
+    return ok;
+  };
+  return parse_command_line(argc, argv, nullptr, set, kDraftSizes, std::size(kDraftSizes), &o->help, err);
 }
 
 }  // namespace dfsel::tools
