@@ -20,9 +20,7 @@ constexpr const char* kNoCudaChain =
 // What this version runs a valid description on: the CPU backend, in process.
 Status check_backend(const dfsel_dspark_plan_desc& d, dfsel_backend kind) {
   if (kind == DFSEL_BACKEND_CUDA) return fail(DFSEL_UNSUPPORTED, "%s", kNoCudaChain);
-  if (d.nccl_comm)
-    return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
-  return Status::success();
+  return check_exchange(d.nccl_comm, kind);
 }
 
 Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan) {

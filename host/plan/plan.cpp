@@ -30,8 +30,7 @@ Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
     DFSEL_TRY(widen_kquant_weights(&plan->desc, on_device, plan->widened.get()));
     DFSEL_TRY(validate_desc(&plan->desc, &plan->shape));
   }
-  if (desc->nccl_comm && !on_device)
-    return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; use the CUDA backend");
+  DFSEL_TRY(check_exchange(desc->nccl_comm, plan->desc.backend));
   if (!desc->nccl_comm) plan->exchange = make_in_process_exchange(plan->desc.backend);
   if (on_device) return make_cuda_backend(plan->desc, plan->shape, &plan->backend);
   return make_cpu_backend(plan->desc, plan->shape, &plan->backend);

@@ -66,6 +66,14 @@ Status check_shared_desc(const Desc& d) {
   return Status::success();
 }
 
+// A communicator needs the backend that runs NCCL: the CPU backend exchanges in process only.
+inline Status check_exchange(const void* nccl_comm, dfsel_backend kind) {
+  if (nccl_comm && kind != DFSEL_BACKEND_CUDA)
+    return fail(DFSEL_UNSUPPORTED, "nccl_comm is set but the CPU backend exchanges in process only; NCCL runs on the "
+                "CUDA backend");
+  return Status::success();
+}
+
 // The values of a run of either kind: n_blocks in [1, max_blocks], temperature finite, p_min
 // in [0, 1].
 template <class Inputs>
