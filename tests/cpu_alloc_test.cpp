@@ -1,5 +1,5 @@
 // A run allocates nothing once its plans are set up (DESIGN section 3; the CPU fallback's
-// contract): every heap allocation of this test binary is counted while runs are enqueued.
+// contract, DFlash2 and DSpark plans alike): every heap allocation of this test binary is counted while runs are enqueued.
 // The replacement operators below (every unaligned form, malloc and free underneath, so that
 // sanitizer builds still see matched pairs) are this binary's only allocator hooks.
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "support/dspark_problem.h"
 #include "support/problem.h"
 
 namespace {
@@ -72,6 +73,44 @@ TEST(CpuAllocation, RunsAllocateNothingAfterTheFirst) {
       ASSERT_EQ(st, DFSEL_SUCCESS);
       EXPECT_EQ(g_allocations.load(), 0) << "heap allocations in three runs";
     }
+}
+
+// The same for DSpark chains: one rank and three, greedy and sampling.
+TEST(CpuAllocation, DSparkRunsAllocateNothingAfterTheFirst) {
+  std::mt19937_64 rng(fresh_seed());
+  DSparkCase c;
+  c.V = c.V_target = 3000;
+  c.E = 16;
+  c.R = 32;
+  const DSparkData d = make_dspark_data(c, rng());
+  for (int S : {1, 3}) {
+    SCOPED_TRACE("S=" + std::to_string(S));
+    DSparkRunOpts r;
+    r.temperature = S == 3 ? 0.8f : 0.0f;
+    if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
+    std::vector<dfsel_dspark_plan*> plans(S, nullptr);
+    std::vector<dfsel_dspark_inputs> in(S);
+    std::vector<dfsel_dspark_outputs> out(S);
+    std::vector<std::vector<int32_t>> tokens(S, std::vector<int32_t>((size_t)c.blocks * c.N));
+    std::vector<std::vector<int32_t>> n_emitted(S, std::vector<int32_t>(c.blocks));
+    for (int s = 0; s < S; ++s) {
+      const dfsel_dspark_plan_desc desc = dspark_desc(c, d, r, s);
+      ASSERT_EQ(dfsel_dspark_plan_create(&desc, &plans[s], nullptr, 0), DFSEL_SUCCESS);
+      in[s] = dspark_inputs(c, d, r, s);
+      out[s] = dfsel_dspark_outputs{c.blocks, tokens[s].data(), n_emitted[s].data(), nullptr, nullptr, nullptr, nullptr,
+                                    nullptr};
+    }
+    auto run = [&] { return dfsel_dspark_run_group(S, plans.data(), in.data(), out.data(), nullptr); };
+    ASSERT_EQ(run(), DFSEL_SUCCESS) << dfsel_dspark_plan_last_error(plans[0]);  // sizes the group's scratch
+    g_allocations = 0;
+    g_counting = true;
+    dfsel_status st = DFSEL_SUCCESS;
+    for (int i = 0; i < 3 && st == DFSEL_SUCCESS; ++i) st = run();
+    g_counting = false;
+    EXPECT_EQ(st, DFSEL_SUCCESS);
+    EXPECT_EQ(g_allocations.load(), 0) << "heap allocations in three runs";
+    for (dfsel_dspark_plan* p : plans) dfsel_dspark_plan_destroy(p);
+  }
 }
 
 }  // namespace
