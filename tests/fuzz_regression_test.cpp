@@ -202,4 +202,22 @@ TEST(FuzzRegression, EnumsOutsideTheirRangeAreRefused) {
   dfsel_plan_destroy(plan);
 }
 
+#if !defined(DFSEL_WITH_NCCL)  // a stand-in communicator: only a build without NCCL never reads it
+// fuzz_api, after plan creation became one template for both plan kinds: a rank of a
+// communicator is summarized for the set-up exchange even when its own checks failed, and the
+// summary loaded an out-of-range placement as the enum. Summaries now read the stored int.
+TEST(FuzzRegression, ASummaryOfABadDescriptionReadsItsEnumsAsInts) {
+  char msg[256] = "";
+  dfsel_plan* plan = nullptr;
+  const int bad = 7;
+  Problem p;
+  p.desc.backend = DFSEL_BACKEND_AUTO;
+  p.desc.nccl_comm = &p;
+  std::memcpy(&p.desc.placement, &bad, sizeof bad);
+  std::memcpy(&p.desc.e_prev.type, &bad, sizeof bad);
+  EXPECT_NE(dfsel_plan_create(&p.desc, &plan, msg, sizeof msg), DFSEL_SUCCESS);
+  EXPECT_EQ(plan, nullptr);
+}
+#endif
+
 }  // namespace

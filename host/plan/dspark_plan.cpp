@@ -49,11 +49,11 @@ RankSummary summarize_dspark(const dfsel_dspark_plan_desc& d) {
   s.markov_rank = d.config.markov_rank;
   s.n_draft = d.config.n_draft;
   s.sample_from_anchor = d.config.sample_from_anchor;
-  s.w1_type = (int32_t)d.w1.type;
-  s.w2_type = (int32_t)d.w2.type;
+  s.w1_type = enum_value(d.w1.type);
+  s.w2_type = enum_value(d.w2.type);
   // Presence only: a rank of one row cannot tell one scale from one per row, and need not.
   s.has_scale = d.w2_scale.data ? 1 : 0;
-  s.conf_type = d.conf_w.data ? (int32_t)d.conf_w.type : -1;
+  s.conf_type = d.conf_w.data ? enum_value(d.conf_w.type) : -1;
   s.has_d2t = d.d2t ? 1 : 0;
   s.conf_bias = d.conf_bias;
   return s;

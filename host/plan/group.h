@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dfsel/dfsel.h"
+#include "host/plan/plan_checks.h"
 #include "host/status.h"
 
 namespace dfsel {
@@ -27,6 +28,8 @@ constexpr int32_t kDSparkPlan = 1;
 
 // The fields every plan kind's summary has, from a description of either kind (each has a
 // shard, a placement, and a config with n_vocab, n_embd, max_blocks, logit_scale, softcap).
+// A summary is made of a description that may have failed its own checks (every rank of a
+// communicator joins the set-up): its enums are read as the ints stored (enum_value).
 template <class Desc>
 RankSummary summarize_shared(const Desc& d) {
   RankSummary s{};
@@ -34,7 +37,7 @@ RankSummary summarize_shared(const Desc& d) {
   s.shard_n_ranks = d.shard.n_ranks;
   s.v_begin = d.shard.v_begin;
   s.v_end = d.shard.v_end;
-  s.placement = (int32_t)d.placement;
+  s.placement = enum_value(d.placement);
   s.n_vocab = d.config.n_vocab;
   s.n_embd = d.config.n_embd;
   s.max_blocks = d.config.max_blocks;
