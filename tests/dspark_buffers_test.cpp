@@ -31,16 +31,7 @@ class DSparkBuffers : public testing::Test {
     std::memcpy(anchors.data(), d.anchors.data(), d.anchors.size() * 4);
     in.anchors = anchors.data();
     in.temperature = 0.7f;
-    const size_t cells = (size_t)c.blocks * c.N;
-    for (int i = 0; i < kOutputs; ++i) store[i].assign((i == 1 ? (size_t)c.blocks : cells) + 2, 77);
-    out = dfsel_dspark_outputs{c.blocks,
-                               store[0].data(),
-                               store[1].data(),
-                               store[2].data(),
-                               reinterpret_cast<float*>(store[3].data()),
-                               reinterpret_cast<float*>(store[4].data()),
-                               reinterpret_cast<float*>(store[5].data()),
-                               reinterpret_cast<float*>(store[6].data())};
+    out = dspark_outputs_over(store, c.blocks, (size_t)c.blocks * c.N, 2, 77);
   }
   void TearDown() override { dfsel_dspark_plan_destroy(plan); }
   void create() {

@@ -53,16 +53,7 @@ struct Sweep {
     in.n_blocks = 2;
     in.temperature = 0.5f;
     // Room for every rows-a-block the logits can hold: n_blocks * N cells of at most 12 rows.
-    const size_t cells = (size_t)c.blocks * c.rows();
-    for (int i = 0; i < kOutputs; ++i) store[i].assign((i == 1 ? (size_t)c.blocks : cells) + 4, 0);
-    out = dfsel_dspark_outputs{c.blocks,
-                               store[0].data(),
-                               store[1].data(),
-                               store[2].data(),
-                               reinterpret_cast<float*>(store[3].data()),
-                               reinterpret_cast<float*>(store[4].data()),
-                               reinterpret_cast<float*>(store[5].data()),
-                               reinterpret_cast<float*>(store[6].data())};
+    out = dspark_outputs_over(store, c.blocks, (size_t)c.blocks * c.rows(), 4, 0);
   }
 
   // Creates and runs; "" after a chain that kept its promises, else the refusal's message.

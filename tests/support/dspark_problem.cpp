@@ -138,6 +138,13 @@ dfsel_dspark_plan_desc dspark_desc(const DSparkCase& c, const DSparkData& d, con
   return desc;
 }
 
+dfsel_dspark_outputs dspark_outputs_over(std::vector<int32_t> (&store)[7], int32_t n_blocks, size_t cells, size_t slack,
+                                         int32_t fill) {
+  for (int i = 0; i < 7; ++i) store[i].assign((i == 1 ? (size_t)n_blocks : cells) + slack, fill);
+  auto f = [&](int i) { return reinterpret_cast<float*>(store[i].data()); };
+  return dfsel_dspark_outputs{n_blocks, store[0].data(), store[1].data(), store[2].data(), f(3), f(4), f(5), f(6)};
+}
+
 dfsel_dspark_inputs dspark_inputs(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, int s) {
   const int64_t vb = r.bounds.empty() ? 0 : r.bounds[s], ve = r.bounds.empty() ? c.V : r.bounds[s + 1];
   const int64_t n_rows = (int64_t)c.blocks * c.rows();

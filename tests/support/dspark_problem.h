@@ -71,6 +71,12 @@ std::vector<std::pair<DSparkCase, DSparkRunOpts>> special_dspark_runs(std::mt199
 dfsel_dspark_plan_desc dspark_desc(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, int s);
 dfsel_dspark_inputs dspark_inputs(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, int s);
 
+// Outputs of n_blocks blocks over caller buffers store[0..6] (tokens, n_emitted, draft_ids,
+// logits, probs, log_norm, confidence), made here: cells elements each (n_blocks for
+// n_emitted) plus slack, set to fill, so that a test can move a pointer within its buffer.
+dfsel_dspark_outputs dspark_outputs_over(std::vector<int32_t> (&store)[7], int32_t n_blocks, size_t cells, size_t slack,
+                                         int32_t fill);
+
 // One chain of every rank (dfsel_dspark_run_group). Outputs are poisoned (0xff bytes) before
 // the run; every rank's outputs must be bitwise the same, or error says where they differ.
 DSparkResult run_dspark(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r);
