@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "support/abi_sweep.h"
 #include "support/problem.h"
 
 namespace dfsel::test {
@@ -90,24 +91,7 @@ struct Sweep {
   }
 };
 
-struct Change {
-  std::string what;                 // for failure messages
-  std::function<void(Sweep&)> edit;
-  const char* named;                // a refusal must name this (nullptr: any message)
-  bool refused = false;             // a change no valid call makes: it must be refused
-};
-
-void sweep(const std::vector<Change>& changes) {
-  for (const Change& ch : changes) {
-    Sweep s;
-    ch.edit(s);
-    dfsel_status st;
-    const std::string why = s.attempt(&st);
-    if (ch.refused) EXPECT_NE(st, DFSEL_SUCCESS) << ch.what << " was accepted";
-    if (st != DFSEL_SUCCESS && ch.named)
-      EXPECT_NE(why.find(ch.named), std::string::npos) << ch.what << ": " << why;
-  }
-}
+using Change = dfsel::test::Change<Sweep>;
 
 TEST(ApiSweep, EveryIntegerAtAndPastItsLimits) {
   std::vector<Change> ch;
@@ -145,7 +129,7 @@ TEST(ApiSweep, EveryIntegerAtAndPastItsLimits) {
     ch.push_back({"outputs.packed_row_stride", [v](Sweep& s) { s.out.packed_row_stride = v; }, "packed_row_stride"});
     ch.push_back({"workspace_bytes", [v](Sweep& s) { s.desc.workspace_bytes = v; }, nullptr});
   }
-  sweep(ch);
+  sweep<Sweep>(ch);
 }
 
 TEST(ApiSweep, EveryEnumAndFloatWithAnyValue) {
@@ -165,95 +149,49 @@ TEST(ApiSweep, EveryEnumAndFloatWithAnyValue) {
     ch.push_back({"temperature", [v](Sweep& s) { s.in.temperature = v; }, "temperature"});
     ch.push_back({"p_min", [v](Sweep& s) { s.in.p_min = v; }, "p_min"});
   }
-  sweep(ch);
+  sweep<Sweep>(ch);
 }
 
 // Every pointer the library dereferences, moved off its type's alignment (the buffers keep
 // room for it), and NULL.
 TEST(ApiSweep, EveryPointerMisalignedOrNull) {
-  struct Ptr {
-    const char* name;
-    std::function<const void**(Sweep&)> slot;
-  };
-  const Ptr ptrs[] = {
-      {"e_prev", [](Sweep& s) { return &s.desc.e_prev.data; }},
-      {"e_next", [](Sweep& s) { return &s.desc.e_next.data; }},
-      {"w_h", [](Sweep& s) { return &s.desc.w_h.data; }},
-      {"inputs.logits", [](Sweep& s) { return &s.in.logits.data; }},
-      {"inputs.hidden", [](Sweep& s) { return &s.in.hidden.data; }},
-      {"inputs.anchors", [](Sweep& s) { return reinterpret_cast<const void**>(&s.in.anchors); }},
-      {"outputs.cand_ids", [](Sweep& s) { return const_cast<const void**>(reinterpret_cast<void**>(&s.out.cand_ids)); }},
-      {"outputs.unary", [](Sweep& s) { return const_cast<const void**>(reinterpret_cast<void**>(&s.out.unary)); }},
-      {"outputs.scores", [](Sweep& s) { return const_cast<const void**>(reinterpret_cast<void**>(&s.out.scores)); }},
-      {"outputs.q", [](Sweep& s) { return const_cast<const void**>(reinterpret_cast<void**>(&s.out.q)); }},
-      {"outputs.path", [](Sweep& s) { return const_cast<const void**>(reinterpret_cast<void**>(&s.out.path)); }},
-      {"outputs.n_emitted", [](Sweep& s) { return const_cast<const void**>(reinterpret_cast<void**>(&s.out.n_emitted)); }},
-      {"outputs.packed", [](Sweep& s) { return const_cast<const void**>(reinterpret_cast<void**>(&s.out.packed)); }},
-  };
-  std::vector<Change> ch;
-  for (const Ptr& p : ptrs) {
-    for (int shift : {1, 2, 3}) {  // forward: outputs and anchors keep 16 bytes of room after them
-      auto slot = p.slot;
-      ch.push_back({std::string(p.name) + " + " + std::to_string(shift), [slot, shift](Sweep& s) {
-                      const void** q = slot(s);
-                      *q = static_cast<const char*>(*q) + shift;
-                    }, p.name, true});
-    }
-    auto slot = p.slot;
-    const bool optional = std::strncmp(p.name, "outputs.", 8) == 0 && std::strcmp(p.name, "outputs.path") != 0 &&
-                          std::strcmp(p.name, "outputs.n_emitted") != 0;
-    if (!optional) ch.push_back({std::string(p.name) + " NULL", [slot](Sweep& s) { *slot(s) = nullptr; }, p.name, true});
-  }
-  sweep(ch);
+  auto out = [](auto f) { return output_slot<Sweep>(f); };
+  sweep<Sweep>(misaligned_or_null<Sweep>({
+      {"e_prev", [](Sweep& s) { return &s.desc.e_prev.data; }, true},
+      {"e_next", [](Sweep& s) { return &s.desc.e_next.data; }, true},
+      {"w_h", [](Sweep& s) { return &s.desc.w_h.data; }, true},
+      {"inputs.logits", [](Sweep& s) { return &s.in.logits.data; }, true},
+      {"inputs.hidden", [](Sweep& s) { return &s.in.hidden.data; }, true},
+      {"inputs.anchors", [](Sweep& s) { return reinterpret_cast<const void**>(&s.in.anchors); }, true},
+      {"outputs.cand_ids", out(&dfsel_outputs::cand_ids), false},
+      {"outputs.unary", out(&dfsel_outputs::unary), false},
+      {"outputs.scores", out(&dfsel_outputs::scores), false},
+      {"outputs.q", out(&dfsel_outputs::q), false},
+      {"outputs.path", out(&dfsel_outputs::path), true},
+      {"outputs.n_emitted", out(&dfsel_outputs::n_emitted), true},
+      {"outputs.packed", out(&dfsel_outputs::packed), false},
+  }));
 }
 
 // Every buffer a run writes placed at the start of each other buffer it touches, and a
 // caller-owned workspace over each weight and input.
 TEST(ApiSweep, EveryWrittenBufferOverEveryOther) {
-  struct Buf {
-    const char* name;
-    std::function<void*(Sweep&)> at;           // where the buffer starts
-    std::function<void(Sweep&, void*)> place;  // makes it start there (outputs and workspace only)
-  };
-  auto out_slot = [](float* dfsel_outputs::*f) {
-    return [f](Sweep& s, void* p) { s.out.*f = static_cast<float*>(p); };
-  };
-  auto out_islot = [](int32_t* dfsel_outputs::*f) {
-    return [f](Sweep& s, void* p) { s.out.*f = static_cast<int32_t*>(p); };
-  };
-  const std::vector<Buf> bufs = {
-      {"outputs.cand_ids", [](Sweep& s) { return (void*)s.out.cand_ids; }, out_islot(&dfsel_outputs::cand_ids)},
-      {"outputs.unary", [](Sweep& s) { return (void*)s.out.unary; }, out_slot(&dfsel_outputs::unary)},
-      {"outputs.scores", [](Sweep& s) { return (void*)s.out.scores; }, out_slot(&dfsel_outputs::scores)},
-      {"outputs.q", [](Sweep& s) { return (void*)s.out.q; }, out_slot(&dfsel_outputs::q)},
-      {"outputs.path", [](Sweep& s) { return (void*)s.out.path; }, out_islot(&dfsel_outputs::path)},
-      {"outputs.n_emitted", [](Sweep& s) { return (void*)s.out.n_emitted; }, out_islot(&dfsel_outputs::n_emitted)},
-      {"outputs.packed", [](Sweep& s) { return (void*)s.out.packed; }, out_slot(&dfsel_outputs::packed)},
+  auto out = [](auto f) { return output_slot<Sweep>(f); };
+  sweep<Sweep>(written_over_every_other<Sweep>({
+      {"outputs.cand_ids", [](Sweep& s) { return (void*)s.out.cand_ids; }, out(&dfsel_outputs::cand_ids)},
+      {"outputs.unary", [](Sweep& s) { return (void*)s.out.unary; }, out(&dfsel_outputs::unary)},
+      {"outputs.scores", [](Sweep& s) { return (void*)s.out.scores; }, out(&dfsel_outputs::scores)},
+      {"outputs.q", [](Sweep& s) { return (void*)s.out.q; }, out(&dfsel_outputs::q)},
+      {"outputs.path", [](Sweep& s) { return (void*)s.out.path; }, out(&dfsel_outputs::path)},
+      {"outputs.n_emitted", [](Sweep& s) { return (void*)s.out.n_emitted; }, out(&dfsel_outputs::n_emitted)},
+      {"outputs.packed", [](Sweep& s) { return (void*)s.out.packed; }, out(&dfsel_outputs::packed)},
       {"inputs.logits", [](Sweep& s) { return const_cast<void*>(s.in.logits.data); }, nullptr},
       {"inputs.hidden", [](Sweep& s) { return const_cast<void*>(s.in.hidden.data); }, nullptr},
       {"inputs.anchors", [](Sweep& s) { return (void*)s.in.anchors; }, nullptr},
       {"e_prev", [](Sweep& s) { return const_cast<void*>(s.desc.e_prev.data); }, nullptr},
       {"e_next", [](Sweep& s) { return const_cast<void*>(s.desc.e_next.data); }, nullptr},
       {"w_h", [](Sweep& s) { return const_cast<void*>(s.desc.w_h.data); }, nullptr},
-  };
-  std::vector<Change> ch;
-  for (const Buf& w : bufs) {
-    if (!w.place) continue;
-    for (const Buf& o : bufs) {
-      if (&o == &w) continue;
-      auto place = w.place;
-      auto at = o.at;
-      ch.push_back({std::string(w.name) + " over " + o.name, [place, at](Sweep& s) { place(s, at(s)); }, w.name, true});
-    }
-  }
-  for (const Buf& o : bufs) {  // the workspace claims 1 MiB from the start of each buffer
-    auto at = o.at;
-    ch.push_back({std::string("workspace over ") + o.name, [at](Sweep& s) {
-                    s.desc.workspace = at(s);
-                    s.desc.workspace_bytes = size_t(1) << 20;
-                  }, "workspace", true});
-  }
-  sweep(ch);
+  }));
 }
 
 }  // namespace

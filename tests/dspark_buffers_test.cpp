@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/abi_sweep.h"
 #include "support/dspark_problem.h"
 
 namespace dfsel::test {
@@ -75,26 +76,16 @@ TEST_F(DSparkBuffers, AlignedBuffersRun) {
 
 TEST_F(DSparkBuffers, MisalignedOutputsAndAnchorsAreRefused) {
   create();
-  const struct {
-    const char* name;
-    void** slot;
-  } fields[] = {{"outputs.tokens", reinterpret_cast<void**>(&out.tokens)},
-                {"outputs.n_emitted", reinterpret_cast<void**>(&out.n_emitted)},
-                {"outputs.draft_ids", reinterpret_cast<void**>(&out.draft_ids)},
-                {"outputs.logits", reinterpret_cast<void**>(&out.logits)},
-                {"outputs.probs", reinterpret_cast<void**>(&out.probs)},
-                {"outputs.log_norm", reinterpret_cast<void**>(&out.log_norm)},
-                {"outputs.confidence", reinterpret_cast<void**>(&out.confidence)},
-                {"inputs.anchors", const_cast<void**>(reinterpret_cast<const void**>(&in.anchors))}};
-  for (const auto& f : fields)
-    for (int shift : {1, 2, 3}) {
-      void* const aligned = *f.slot;
-      *f.slot = static_cast<char*>(aligned) + shift;
-      const std::string why = refused();
-      EXPECT_NE(why.find(f.name), std::string::npos) << f.name << " + " << shift << ": " << why;
-      EXPECT_NE(why.find("aligned to 4 bytes"), std::string::npos) << why;
-      *f.slot = aligned;
-    }
+  expect_misaligned_refused(
+      {{"outputs.tokens", reinterpret_cast<void**>(&out.tokens)},
+       {"outputs.n_emitted", reinterpret_cast<void**>(&out.n_emitted)},
+       {"outputs.draft_ids", reinterpret_cast<void**>(&out.draft_ids)},
+       {"outputs.logits", reinterpret_cast<void**>(&out.logits)},
+       {"outputs.probs", reinterpret_cast<void**>(&out.probs)},
+       {"outputs.log_norm", reinterpret_cast<void**>(&out.log_norm)},
+       {"outputs.confidence", reinterpret_cast<void**>(&out.confidence)},
+       {"inputs.anchors", const_cast<void**>(reinterpret_cast<const void**>(&in.anchors))}},
+      [&] { return refused(); });
 }
 
 TEST_F(DSparkBuffers, MisalignedWeightsAreRefusedAtCreation) {

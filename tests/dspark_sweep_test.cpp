@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "support/abi_sweep.h"
 #include "support/dspark_problem.h"
 
 namespace dfsel::test {
@@ -87,23 +88,7 @@ struct Sweep {
   }
 };
 
-struct Change {
-  std::string what;
-  std::function<void(Sweep&)> edit;
-  const char* named;     // a refusal must name this (nullptr: any message)
-  bool refused = false;  // a change no valid call makes: it must be refused
-};
-
-void sweep(const std::vector<Change>& changes) {
-  for (const Change& ch : changes) {
-    Sweep s;
-    ch.edit(s);
-    dfsel_status st;
-    const std::string why = s.attempt(&st);
-    if (ch.refused) EXPECT_NE(st, DFSEL_SUCCESS) << ch.what << " was accepted";
-    if (st != DFSEL_SUCCESS && ch.named) EXPECT_NE(why.find(ch.named), std::string::npos) << ch.what << ": " << why;
-  }
-}
+using Change = dfsel::test::Change<Sweep>;
 
 TEST(DSparkSweep, EveryIntegerAtAndPastItsLimits) {
   std::vector<Change> ch;
@@ -145,7 +130,7 @@ TEST(DSparkSweep, EveryIntegerAtAndPastItsLimits) {
   }
   for (uint64_t v : {(uint64_t)0, (uint64_t)1, (uint64_t)UINT32_MAX, (uint64_t)UINT64_MAX})
     ch.push_back({"seed", [v](Sweep& s) { s.in.seed = v; }, nullptr});
-  sweep(ch);
+  sweep<Sweep>(ch);
 }
 
 TEST(DSparkSweep, EveryEnumAndFloatWithAnyValue) {
@@ -168,24 +153,14 @@ TEST(DSparkSweep, EveryEnumAndFloatWithAnyValue) {
     ch.push_back({"temperature", [v](Sweep& s) { s.in.temperature = v; }, "temperature"});
     ch.push_back({"p_min", [v](Sweep& s) { s.in.p_min = v; }, "p_min"});
   }
-  sweep(ch);
-}
-
-using Slot = std::function<const void**(Sweep&)>;
-
-template <class T>
-Slot output(T* dfsel_dspark_outputs::*f) {
-  return [f](Sweep& s) { return const_cast<const void**>(reinterpret_cast<void**>(&(s.out.*f))); };
+  sweep<Sweep>(ch);
 }
 
 // Every pointer the library dereferences, moved off its type's alignment (the buffers keep
 // room for it), and NULL where it is required.
 TEST(DSparkSweep, EveryPointerMisalignedOrNull) {
-  const struct {
-    const char* name;
-    Slot slot;
-    bool required;
-  } ptrs[] = {
+  auto out = [](auto f) { return output_slot<Sweep>(f); };
+  sweep<Sweep>(misaligned_or_null<Sweep>({
       {"w1", [](Sweep& s) { return &s.desc.w1.data; }, true},
       {"w2", [](Sweep& s) { return &s.desc.w2.data; }, true},
       {"w2_scale", [](Sweep& s) { return &s.desc.w2_scale.data; }, false},
@@ -194,45 +169,28 @@ TEST(DSparkSweep, EveryPointerMisalignedOrNull) {
       {"inputs.logits", [](Sweep& s) { return &s.in.logits.data; }, true},
       {"inputs.hidden", [](Sweep& s) { return &s.in.hidden.data; }, true},
       {"inputs.anchors", [](Sweep& s) { return reinterpret_cast<const void**>(&s.in.anchors); }, true},
-      {"outputs.tokens", output(&dfsel_dspark_outputs::tokens), true},
-      {"outputs.n_emitted", output(&dfsel_dspark_outputs::n_emitted), true},
-      {"outputs.draft_ids", output(&dfsel_dspark_outputs::draft_ids), false},
-      {"outputs.logits", output(&dfsel_dspark_outputs::logits), false},
-      {"outputs.probs", output(&dfsel_dspark_outputs::probs), false},
-      {"outputs.log_norm", output(&dfsel_dspark_outputs::log_norm), false},
-      {"outputs.confidence", output(&dfsel_dspark_outputs::confidence), false},
-  };
-  std::vector<Change> ch;
-  for (const auto& p : ptrs) {
-    for (int shift : {1, 2, 3}) {  // every buffer here holds F32 or int32: 4-byte aligned
-      const Slot slot = p.slot;
-      ch.push_back({std::string(p.name) + " + " + std::to_string(shift), [slot, shift](Sweep& s) {
-                      const void** q = slot(s);
-                      *q = static_cast<const char*>(*q) + shift;
-                    }, p.name, true});
-    }
-    const Slot slot = p.slot;
-    if (p.required) ch.push_back({std::string(p.name) + " NULL", [slot](Sweep& s) { *slot(s) = nullptr; }, p.name, true});
-  }
-  sweep(ch);
+      {"outputs.tokens", out(&dfsel_dspark_outputs::tokens), true},
+      {"outputs.n_emitted", out(&dfsel_dspark_outputs::n_emitted), true},
+      {"outputs.draft_ids", out(&dfsel_dspark_outputs::draft_ids), false},
+      {"outputs.logits", out(&dfsel_dspark_outputs::logits), false},
+      {"outputs.probs", out(&dfsel_dspark_outputs::probs), false},
+      {"outputs.log_norm", out(&dfsel_dspark_outputs::log_norm), false},
+      {"outputs.confidence", out(&dfsel_dspark_outputs::confidence), false},
+  }));
 }
 
 // Every buffer a run writes placed at the start of each other buffer it touches, and a
 // caller-owned workspace over each weight, input and output.
 TEST(DSparkSweep, EveryWrittenBufferOverEveryOther) {
-  struct Buf {
-    const char* name;
-    std::function<void*(Sweep&)> at;
-    Slot slot;  // outputs only: where the run writes it
-  };
-  const std::vector<Buf> bufs = {
-      {"outputs.tokens", [](Sweep& s) { return (void*)s.out.tokens; }, output(&dfsel_dspark_outputs::tokens)},
-      {"outputs.n_emitted", [](Sweep& s) { return (void*)s.out.n_emitted; }, output(&dfsel_dspark_outputs::n_emitted)},
-      {"outputs.draft_ids", [](Sweep& s) { return (void*)s.out.draft_ids; }, output(&dfsel_dspark_outputs::draft_ids)},
-      {"outputs.logits", [](Sweep& s) { return (void*)s.out.logits; }, output(&dfsel_dspark_outputs::logits)},
-      {"outputs.probs", [](Sweep& s) { return (void*)s.out.probs; }, output(&dfsel_dspark_outputs::probs)},
-      {"outputs.log_norm", [](Sweep& s) { return (void*)s.out.log_norm; }, output(&dfsel_dspark_outputs::log_norm)},
-      {"outputs.confidence", [](Sweep& s) { return (void*)s.out.confidence; }, output(&dfsel_dspark_outputs::confidence)},
+  auto out = [](auto f) { return output_slot<Sweep>(f); };
+  sweep<Sweep>(written_over_every_other<Sweep>({
+      {"outputs.tokens", [](Sweep& s) { return (void*)s.out.tokens; }, out(&dfsel_dspark_outputs::tokens)},
+      {"outputs.n_emitted", [](Sweep& s) { return (void*)s.out.n_emitted; }, out(&dfsel_dspark_outputs::n_emitted)},
+      {"outputs.draft_ids", [](Sweep& s) { return (void*)s.out.draft_ids; }, out(&dfsel_dspark_outputs::draft_ids)},
+      {"outputs.logits", [](Sweep& s) { return (void*)s.out.logits; }, out(&dfsel_dspark_outputs::logits)},
+      {"outputs.probs", [](Sweep& s) { return (void*)s.out.probs; }, out(&dfsel_dspark_outputs::probs)},
+      {"outputs.log_norm", [](Sweep& s) { return (void*)s.out.log_norm; }, out(&dfsel_dspark_outputs::log_norm)},
+      {"outputs.confidence", [](Sweep& s) { return (void*)s.out.confidence; }, out(&dfsel_dspark_outputs::confidence)},
       {"inputs.logits", [](Sweep& s) { return const_cast<void*>(s.in.logits.data); }, nullptr},
       {"inputs.hidden", [](Sweep& s) { return const_cast<void*>(s.in.hidden.data); }, nullptr},
       {"inputs.anchors", [](Sweep& s) { return (void*)s.in.anchors; }, nullptr},
@@ -241,25 +199,7 @@ TEST(DSparkSweep, EveryWrittenBufferOverEveryOther) {
       {"w2_scale", [](Sweep& s) { return const_cast<void*>(s.desc.w2_scale.data); }, nullptr},
       {"conf_w", [](Sweep& s) { return const_cast<void*>(s.desc.conf_w.data); }, nullptr},
       {"d2t", [](Sweep& s) { return (void*)s.desc.d2t; }, nullptr},
-  };
-  std::vector<Change> ch;
-  for (const Buf& w : bufs) {
-    if (!w.slot) continue;
-    for (const Buf& o : bufs) {
-      if (&o == &w) continue;
-      const Slot slot = w.slot;
-      auto at = o.at;
-      ch.push_back({std::string(w.name) + " over " + o.name, [slot, at](Sweep& s) { *slot(s) = at(s); }, w.name, true});
-    }
-  }
-  for (const Buf& o : bufs) {  // the workspace claims 1 MiB from the start of each buffer
-    auto at = o.at;
-    ch.push_back({std::string("workspace over ") + o.name, [at](Sweep& s) {
-                    s.desc.workspace = at(s);
-                    s.desc.workspace_bytes = size_t(1) << 20;
-                  }, "workspace", true});
-  }
-  sweep(ch);
+  }));
 }
 
 }  // namespace
