@@ -1,8 +1,9 @@
 // Measured floors for shard_topk, timed the same way (graph replay, DESIGN section 5):
 //   LaunchFloor  an empty kernel with shard_topk's grid: what one launch costs per call in a
 //                graph of back-to-back launches, before any byte is read
-//   TopKGridRead shard_topk's structure with the selection taken out: the same grid (rows split
-//                into the same chunks), the same 16-byte streaming loads, 4 per thread in flight,
+//   TopKGridRead shard_topk's structure with the selection taken out: as many CTAs a row (its
+//                chunks are cut in proportion; shard_topk's are each ceil(vectors / CTAs), the
+//                last ones shorter), the same 16-byte streaming loads, 4 per thread in flight,
 //                a max per CTA, and the same ticket so that the last CTA of a row combines the
 //                row's partial results. It measures that structure, not the hardware (the honest
 //                floor is ReadFloor, plain_read_bench.cu); the distance from ShardTopK to it is
