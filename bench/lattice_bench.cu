@@ -21,7 +21,7 @@ constexpr int64_t kEmbd = 5120, kVocab = 248320;
 
 // W_h and the hidden rows rotate through enough copies that each call reads them from HBM, as
 // in a decode step, where the draft's forward pass between two gates evicts them from L2.
-void gate_bench(benchmark::State& state, int blocks, int max_split) {
+void gate_bench(benchmark::State& state, int blocks, int tile, int split) {
   const int rows = blocks * kL, n_tokens = blocks * kBlock;
   const size_t w_bytes = (size_t)kR * kEmbd * 2, h_bytes = (size_t)n_tokens * kEmbd * 4;
   const int copies = rotation_copies(w_bytes + h_bytes);
@@ -42,10 +42,16 @@ void gate_bench(benchmark::State& state, int blocks, int max_split) {
   a.map = RowMap{kL, kBlock, 1};
   a.n_rows = rows;
   a.g = g.as<float>();
+  a.w_h = w.get();
+  a.hidden = h.get();
   cuda::GateDevice dev{};
   if (!cuda_ok(state, cuda::gate_device(0, &dev), "gate_device")) return;
-  if (max_split > 0) dev.max_split = max_split;
-  state.counters["cluster"] = cuda::gate_splits(rows, kR, kEmbd, dev);
+  dev.force_tile = tile;
+  dev.force_split = split;
+  const cuda::GateShape shape = cuda::gate_shape(a, dev);  // rows are 16-byte aligned in every copy
+  state.counters["tile"] = shape.tile;
+  state.counters["cluster"] = shape.split;
+  state.counters["ctas"] = (double)shape.ctas;
   state.counters["copies"] = copies;
   time_graph(state, copies, (double)w_bytes + (double)rows * kEmbd * 4, [&](int c, cudaStream_t st) {
     a.w_h = w.as<uint8_t>() + w_bytes * c;
@@ -110,15 +116,19 @@ void lattice_bench(benchmark::State& state, int blocks) {
 const bool registered = [] {
   for (int blocks : {1, 16, 64}) {
     const std::string shape = "/tokens:" + std::to_string(blocks * kBlock) + "/vocab:248320/k:16/bf16";
-    benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks, 0)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks, -1, 0)
+        ->UseManualTime()->Unit(benchmark::kMicrosecond);
     if (blocks <= 16)
       benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, blocks)
           ->UseManualTime()->Unit(benchmark::kMicrosecond);
-    // The cluster-size sweep the gate's split is tuned on (16 needs non-portable clusters).
-    for (int max_split : {1, 2, 4, 16})
-      benchmark::RegisterBenchmark(("GateSplits" + shape + "/max_split:" + std::to_string(max_split)).c_str(), gate_bench,
-                                   blocks, max_split)
-          ->UseManualTime()->Unit(benchmark::kMicrosecond);
+    // The sweep the gate's tile choice and n_embd split are tuned on (cluster sizes over 8 are
+    // non-portable; the split is clamped to the tile's n_embd stages).
+    for (int tile = 0; tile < cuda::kGateTiles; ++tile)
+      for (int split : {1, 2, 4, 8, 16})
+        benchmark::RegisterBenchmark(("GateTiles" + shape + "/tile:" + cuda::gate_tile_name(tile) +
+                                      "/split:" + std::to_string(split)).c_str(),
+                                     gate_bench, blocks, tile, split)
+            ->UseManualTime()->Unit(benchmark::kMicrosecond);
   }
   return true;
 }();

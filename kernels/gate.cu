@@ -1,170 +1,280 @@
-// gate: g[s][r] = sum_e W_h[r][e] * h[row(s)][e] (DESIGN section 2).
+// gate: g[s][r] = sum_e W_h[r][e] * h[row(s)][e] (DESIGN section 2), on the tensor cores.
 //
-// The work is a tall-skinny product: R (~256) W_h rows against at most a few dozen hidden
-// rows per step, bounded by reading W_h (each tile of 16 selected rows reads all of it; from
-// the second tile on, mostly out of L2). R alone gives too few warps to keep HBM busy,
-// so the n_embd axis is split as well, over the CTAs of a thread-block cluster whose partial
-// sums meet in distributed shared memory in a fixed order (deterministic, no atomics, no
-// scratch: every rank computes bitwise the same g, DESIGN section 3).
+// A tall-skinny product: R (~256) W_h rows against the step's drafted rows (15 a block), n_embd
+// (~5120) long. At decode sizes it is a read of W_h (2.6 MB in BF16) that is shorter than the
+// memory's latency-bandwidth product, so the whole GPU must issue its share at once; from
+// about a hundred rows the products dominate and need the tensor cores.
 //
-// One CTA: 4 warps x 2 W_h rows against a tile of 16 selected rows, n_embd streamed in chunks
-// of 256 elements (8 per lane, 16-byte loads). The hidden chunk is converted to float in
-// shared memory once and read by the 4 warps; each lane keeps 2 x 16 accumulators, so every
-// hidden value loaded from shared memory feeds 2 FMAs and every W_h value 16.
+// Each CTA computes a kM x kN tile of g (drafted rows x W_h rows) over a range of n_embd, the
+// ranges of one tile split over a thread-block cluster whose partial tiles meet in distributed
+// shared memory and are summed in rank order (fixed: every rank computes bitwise the same g,
+// DESIGN section 3; no atomics, no scratch). The range streams through shared memory in stages
+// of kKs elements, kStages in flight (cp.async; types that need converting or unaligned rows
+// go through registers). Warps take the tile's m16n8k16 BF16 mma tiles, on values split into
+// BF16 terms that keep float precision (block/gate_mma.cuh); warps that split a stage's k
+// steps add their partial tiles in shared memory in warp order.
 #include "kernels/gate.cuh"
 
 #include <assert.h>
 #include <cooperative_groups.h>
 
+#include <algorithm>
+
+#include "kernels/block/gate_mma.cuh"
 #include "kernels/block/gate_rows.cuh"
+#include "kernels/common/numeric.cuh"
 #include "kernels/dispatch.cuh"
 
 namespace dfsel::cuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerWarp = 2;
-constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // W_h rows
-constexpr int kTile = 16;                           // selected rows
-constexpr int kChunk = 256;                         // n_embd elements per pass
-constexpr int kPortableSplit = 8;                   // the portable cluster size
-// 128 registers a thread: one gate CTA fits on an SM beside the top-K's CTAs (shard_topk
-// sizes its grid to leave that room), so the two kernels of a step overlap.
-constexpr int kGateCtasPerSm = 4;
-constexpr int kAcc = kRowsPerWarp * kTile;          // accumulators per lane
-constexpr int kHiddenPer = kTile * 32 / kThreads;   // 8-element hidden groups per thread
+constexpr int kMaxSplit = 16;  // the largest cluster (non-portable; 8 is portable)
 
-// One step of a warp reduce-scatter over n values: lanes with bit o set keep the upper half,
-// the others the lower half, each adding its partner's copy of the half it keeps.
-template <int kN>
-__device__ __forceinline__ void reduce_half(float (&v)[kAcc], int o, bool upper) {
+// Warps along M (rows), N (W_h rows) and K; mma tiles per warp along M and N; elements per
+// stage; stages in flight; CTAs per SM the launch bounds ask for.
+template <int WM, int WN, int WK, int MT, int NT, int KS, int P, int MinCtas>
+struct Tile {
+  static constexpr int kWn = WN, kWk = WK, kMt = MT, kNt = NT, kKs = KS, kStages = P;
+  static constexpr int kMinCtas = MinCtas;
+  static constexpr int kWarps = WM * WN * WK, kThreads = 32 * kWarps;
+  static constexpr int kM = 16 * WM * MT, kN = 8 * WN * NT;
+  static constexpr int kSteps = KS / 16;  // k16 steps a stage
+  static_assert(kSteps % WK == 0, "the K warps share a stage's k steps evenly");
+};
+// Decode (a block or two): 16 rows x 32 W_h rows, four warps splitting each stage's four k
+// steps, every stage of the CTA's range in flight at once (5 x 64 = 320 elements: n_embd 5120
+// over 16 CTAs).
+using SmallTile = Tile<1, 1, 4, 1, 4, 64, 5, 4>;
+// Hundreds of rows and more: 64 x 256 (all of R = 256 in one tile: W_h is read once per 64
+// rows), a warp per 32 x 64.
+using LargeTile = Tile<2, 4, 1, 2, 8, 32, 3, 2>;
+// 128 threads a CTA and at most 128 registers a thread: a small-tile CTA fits on an SM beside
+// the top-K's CTAs (shard_topk leaves one slot of that size when the gate shares the GPU with
+// it, ShardTopKArgs::shares_sms).
+static_assert(SmallTile::kThreads == 128 && SmallTile::kMinCtas == 4, "the top-K leaves a 128-thread slot");
+
+// One operand's share of a stage for this thread: the (row, piece) pairs q = tid + k * kThreads
+// of kRows rows of kKs elements, their rows found once per row group (nullptr: a row past the
+// tensor, staged as zeros). kAsync: 16-byte pieces copied as stored by cp.async; otherwise
+// 8-element groups read into registers and staged as floats. kLinear: rows at a fixed stride
+// (W_h), kept as one pointer, so that the registers a slot costs do not grow with the tile.
+template <dfsel_type T, bool kVec, bool kAsync, int kThreads, int kKs, int kRows, bool kLinear>
+struct Stager {
+  static constexpr int kEs = T == DFSEL_TYPE_F32 ? 4 : 2;                // async: bytes an element
+  static constexpr int kPerElems = kAsync ? 16 / kEs : 8;                // elements a piece
+  static constexpr int kPer = kKs / kPerElems;                           // pieces a row
+  static constexpr int kPitch = (kKs + 16) * (kAsync && kEs == 2 ? 2 : 4);  // staged row bytes
+  static constexpr int kSlots = kRows * kPer / kThreads;
+  static constexpr int kRowStep = kThreads / kPer;  // rows between a thread's slots
+  static_assert(kRows * kPer % kThreads == 0 && kThreads % kPer == 0 && (kPer & (kPer - 1)) == 0,
+                "whole slots, shifts");
+  const uint8_t* row[kLinear ? 1 : kSlots];
+  size_t stride;  // kLinear
+  int rows;       // kLinear: rows of the tile inside the tensor
+
+  // Non-linear: row_at(r) is row r's pointer or nullptr.
+  template <class RowAt>
+  __device__ __forceinline__ void init(const RowAt& row_at) {
 #pragma unroll
-  for (int i = 0; i < kN / 2; ++i) {
-    const float send = upper ? v[i] : v[i + kN / 2];
-    const float keep = upper ? v[i + kN / 2] : v[i];
-    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    for (int k = 0; k < kSlots; ++k) row[k] = row_at((int)threadIdx.x / kPer + k * kRowStep);
   }
-}
+  // Linear: the tile's row 0, the rows' stride, how many rows lie inside the tensor.
+  __device__ __forceinline__ void init_linear(const uint8_t* first, size_t row_stride, int valid_rows) {
+    row[0] = first + (size_t)(threadIdx.x / kPer) * row_stride;
+    stride = row_stride * kRowStep;
+    rows = valid_rows;
+  }
+  __device__ __forceinline__ const uint8_t* row_of(int k) const {
+    if constexpr (kLinear) return (int)threadIdx.x / kPer + k * kRowStep < rows ? row[0] + k * stride : nullptr;
+    else return row[k];
+  }
 
-// Sums v[0..kAcc) over the 32 lanes of the warp in five halvings. On return lane l holds the
-// totals of indices kPerLane * l + i in v[i] (bit o of the lane chose the upper half).
-constexpr int kPerLane = kAcc / 32;
-__device__ __forceinline__ void warp_reduce_scatter(float (&v)[kAcc], int lane) {
-  static_assert(kAcc % 32 == 0, "five halvings leave kAcc / 32 values per lane");
-  reduce_half<kAcc>(v, 16, (lane & 16) != 0);
-  reduce_half<kAcc / 2>(v, 8, (lane & 8) != 0);
-  reduce_half<kAcc / 4>(v, 4, (lane & 4) != 0);
-  reduce_half<kAcc / 8>(v, 2, (lane & 2) != 0);
-  reduce_half<kAcc / 16>(v, 1, (lane & 1) != 0);
-}
+  // Stages elements e0 .. e0 + kKs (those past n as zeros) into dst; base: any address of the
+  // tensor, the source named by zero-filling copies.
+  __device__ __forceinline__ void stage(uint8_t* dst, int64_t e0, int64_t n, const uint8_t* base) const {
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k) {
+      const int q = threadIdx.x + k * kThreads, i = q / kPer, p = q % kPer;
+      const int64_t e = e0 + p * kPerElems;
+      const uint8_t* r = row_of(k);
+      const bool ok = r != nullptr && e < n;
+      if constexpr (kAsync) {
+        cp_async16(dst + i * kPitch + p * 16, ok ? r + e * kEs : base, ok);
+      } else {
+        float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (ok) unpack8<T, kVec>(fetch8<T, kVec>(r, e, n), v);
+        float4* d = (float4*)(dst + i * kPitch + p * 32);
+        d[0] = make_float4(v[0], v[1], v[2], v[3]);
+        d[1] = make_float4(v[4], v[5], v[6], v[7]);
+      }
+    }
+  }
+};
 
-// Grid: x = row group * n_split + split rank (one cluster per row group), y = tile of rows.
-template <dfsel_type W, dfsel_type H, bool kVec, bool kCluster>
-__global__ void __launch_bounds__(kThreads, kGateCtasPerSm) gate_kernel(GateArgs a, int n_split) {
-  // Hidden chunk, lane-major halves: element 8l + 4h + c of the chunk sits at [h][4l + c], so
-  // that a warp reading one half per lane touches 512 contiguous bytes (no bank conflicts).
-  __shared__ __align__(16) float hs[kTile][2][kChunk / 2];
-  __shared__ float red[kRowsPerCta * kTile];
+// Shared memory of one CTA: kStages stages of (kM hidden rows, kN W_h rows) x kKs elements,
+// each row padded by 16 elements so that a warp's fragment loads fall in distinct banks; the
+// partial tile (kM x kN floats) reuses it after the last stage.
+template <class Tl, dfsel_type W, dfsel_type H, bool kVec>
+struct Smem {
+  static constexpr bool kWRaw = kVec && (W == DFSEL_TYPE_F16 || W == DFSEL_TYPE_BF16);
+  static constexpr bool kHRaw = kVec && (H == DFSEL_TYPE_F16 || H == DFSEL_TYPE_BF16);
+  // cp.async copies rows as stored; Q8_0 (2-byte aligned blocks) and unaligned rows are read
+  // into registers and staged as floats.
+  static constexpr bool kWAsync = kVec && W != DFSEL_TYPE_Q8_0, kHAsync = kVec;
+  using HStager = Stager<H, kVec, kHAsync, Tl::kThreads, Tl::kKs, Tl::kM, false>;
+  using WStager = Stager<W, kVec, kWAsync, Tl::kThreads, Tl::kKs, Tl::kN, true>;
+  static constexpr int kWRow = (Tl::kKs + 16) * StagedTerms<W, kWRaw>::kBytes;  // bytes
+  static constexpr int kHRow = (Tl::kKs + 16) * StagedTerms<H, kHRaw>::kBytes;
+  static_assert(kWRow == WStager::kPitch && kHRow == HStager::kPitch, "one staged layout");
+  static constexpr int kStage = Tl::kM * kHRow + Tl::kN * kWRow;
+  static constexpr int kBytes = std::max(Tl::kStages * kStage, Tl::kM * Tl::kN * 4);
+  static_assert(kWRow % 16 == 0 && kHRow % 16 == 0, "16-byte aligned staged rows");
+};
+
+// Grid: x = W_h row group * split + cluster rank, y = first row group (row groups past
+// gridDim.y are taken in turn). A cluster's CTAs take consecutive ranges of
+// stages_per_cta stages of kKs elements.
+template <class Tl, dfsel_type W, dfsel_type H, bool kVec>
+__global__ void __launch_bounds__(Tl::kThreads, Tl::kMinCtas)
+    gate_kernel(GateArgs a, int split, int stages_per_cta, int row_groups) {
+  using S = Smem<Tl, W, H, kVec>;
+  using WTerms = StagedTerms<W, S::kWRaw>;
+  using HTerms = StagedTerms<H, S::kHRaw>;
+  constexpr int nW = WTerms::kTerms, nH = HTerms::kTerms;
+  constexpr int kM = Tl::kM, kN = Tl::kN, kKs = Tl::kKs, P = Tl::kStages;
+  extern __shared__ __align__(16) uint8_t smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int split = blockIdx.x % n_split;
-  const int r0 = (blockIdx.x / n_split) * kRowsPerCta + warp * kRowsPerWarp;
-  const int s0 = blockIdx.y * kTile;
+  const int g = lane >> 2, t = lane & 3;
+  const int wk = warp % Tl::kWk, wn = (warp / Tl::kWk) % Tl::kWn, wm = warp / (Tl::kWk * Tl::kWn);
+  const int rank = blockIdx.x % split;
+  const int n0 = (blockIdx.x / split) * kN;
   const int64_t n = a.n_embd;
-  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+  const int64_t total = (n + kKs - 1) / kKs;
+  const int64_t st0 = (int64_t)rank * stages_per_cta;
+  const int n_st = (int)std::max<int64_t>(0, std::min<int64_t>(st0 + stages_per_cta, total) - st0);
   const uint8_t* w = (const uint8_t*)a.w_h;
   const uint8_t* h = (const uint8_t*)a.hidden;
 
-  float acc[kAcc];
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  for (int mg = blockIdx.y; mg < row_groups; mg += gridDim.y) {
+    const int m0 = mg * kM;
+    typename S::HStager hs;
+    typename S::WStager ws;
+    hs.init([&](int r) { return m0 + r < a.n_rows ? h + (size_t)map_row(a.map, m0 + r) * a.h_row_stride : nullptr; });
+    ws.init_linear(w + (size_t)n0 * a.w_row_stride, a.w_row_stride, a.R - n0);
+    auto stage = [&](int i, uint8_t* hb) {
+      const int64_t e0 = (st0 + i) * kKs;
+      hs.stage(hb, e0, n, h);
+      ws.stage(hb + kM * S::kHRow, e0, n, w);
+    };
 
-  // The loads of chunk c (W_h rows, then the hidden tile), all issued before any is used.
-  Raw8 wr[kRowsPerWarp], hr[kHiddenPer];
-  auto fetch = [&](int64_t c) {
-    const int64_t c0 = c * kChunk;
-    const int64_t e0 = c0 + lane * 8;
+    float acc[Tl::kMt][Tl::kNt][4];
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-      wr[i] = Raw8{};
-      if (c < n_chunks && r0 + i < a.R && e0 < n)
-        wr[i] = fetch8<W, kVec>(w + (size_t)(r0 + i) * a.w_row_stride, e0, n);
+    for (int i = 0; i < Tl::kMt; ++i)
+#pragma unroll
+      for (int j = 0; j < Tl::kNt; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
+
+    // One commit group per stage slot, empty or not, so that "stage i has landed" is always
+    // "at most P - 1 groups pending".
+#pragma unroll 1
+    for (int i = 0; i < P; ++i) {
+      if (i < n_st) stage(i, smem + i * S::kStage);
+      cp_async_commit();
     }
+    int slot = 0;  // i % P
+    for (int i = 0; i < n_st; ++i) {
+      cp_async_wait<P - 1>();
+      __syncthreads();
+      uint8_t* const hb = smem + slot * S::kStage;
+      const uint8_t* wb = hb + kM * S::kHRow;
 #pragma unroll
-    for (int k = 0; k < kHiddenPer; ++k) {
-      const int q = tid + k * kThreads, t = q >> 5, s = s0 + t;
-      const int64_t he = c0 + (q & 31) * 8;
-      hr[k] = Raw8{};
-      if (c < n_chunks && s < a.n_rows && he < n) {
-        hr[k] = fetch8<H, kVec>(h + (size_t)map_row(a.map, s) * a.h_row_stride, he, n);
+      for (int jj = 0; jj < Tl::kSteps / Tl::kWk; ++jj) {
+        const int j = jj * Tl::kWk + wk;
+        // This thread's k of step j: elements 4t .. 4t + 3 (k 2t, 2t + 1, 2t + 8, 2t + 9; any
+        // assignment of elements to k is a valid product as long as A and B share it).
+        const int ko = j * 16 + 4 * t;
+        uint32_t bl[Tl::kNt][nW], bh[Tl::kNt][nW];
+#pragma unroll
+        for (int nt = 0; nt < Tl::kNt; ++nt)
+          WTerms::load(wb + ((wn * Tl::kNt + nt) * 8 + g) * S::kWRow + ko * WTerms::kBytes, bl[nt], bh[nt]);
+#pragma unroll
+        for (int mt = 0; mt < Tl::kMt; ++mt) {
+          const int r = (wm * Tl::kMt + mt) * 16 + g;
+          uint32_t l0[nH], h0[nH], l1[nH], h1[nH];
+          HTerms::load(hb + r * S::kHRow + ko * HTerms::kBytes, l0, h0);
+          HTerms::load(hb + (r + 8) * S::kHRow + ko * HTerms::kBytes, l1, h1);
+#pragma unroll
+          for (int tw = 0; tw < nW; ++tw)
+#pragma unroll
+            for (int th = 0; th < nH; ++th)
+              if (tw + th < kTermBits) {
+#pragma unroll
+                for (int nt = 0; nt < Tl::kNt; ++nt)
+                  mma_bf16(acc[mt][nt], l0[th], l1[th], h0[th], h1[th], bl[nt][tw], bh[nt][tw]);
+              }
+        }
       }
+      __syncthreads();  // every warp is done with this slot before it is refilled
+      if (i + P < n_st) stage(i + P, hb);
+      cp_async_commit();
+      slot = slot + 1 == P ? 0 : slot + 1;
     }
-  };
-  fetch(split);
-  for (int64_t c = split; c < n_chunks; c += n_split) {
-    // Convert this chunk, then issue the next chunk's loads into the same registers: they are
-    // in flight during this chunk's products (one memory latency per CTA, not one per chunk).
-#pragma unroll
-    for (int k = 0; k < kHiddenPer; ++k) {
-      const int q = tid + k * kThreads, t = q >> 5, l = q & 31;
-      float v[8];
-      unpack8<H, kVec>(hr[k], v);
-      *(float4*)&hs[t][0][l * 4] = make_float4(v[0], v[1], v[2], v[3]);
-      *(float4*)&hs[t][1][l * 4] = make_float4(v[4], v[5], v[6], v[7]);
-    }
-    float wv[kRowsPerWarp][8];
-#pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) unpack8<W, kVec>(wr[i], wv[i]);
-    if (c + n_split < n_chunks) fetch(c + n_split);
+    cp_async_wait<0>();
     __syncthreads();
+
+    // The CTA's partial tile part[m][n] over the stages (a peer may still be computing, so
+    // nothing is sent before the cluster barrier), the K warps added in warp order.
+    float* part = (float*)smem;
 #pragma unroll
-    for (int t = 0; t < kTile; ++t) {
-      const float4 x = *(const float4*)&hs[t][0][lane * 4];
-      const float4 y = *(const float4*)&hs[t][1][lane * 4];
+    for (int kw = 0; kw < Tl::kWk; ++kw) {
+      if (wk == kw) {
 #pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) {
-        float s = acc[i * kTile + t];
-        s = fmaf(wv[i][0], x.x, s); s = fmaf(wv[i][1], x.y, s);
-        s = fmaf(wv[i][2], x.z, s); s = fmaf(wv[i][3], x.w, s);
-        s = fmaf(wv[i][4], y.x, s); s = fmaf(wv[i][5], y.y, s);
-        s = fmaf(wv[i][6], y.z, s); s = fmaf(wv[i][7], y.w, s);
-        acc[i * kTile + t] = s;
+        for (int mt = 0; mt < Tl::kMt; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < Tl::kNt; ++nt) {
+            const int m = (wm * Tl::kMt + mt) * 16 + g, c = (wn * Tl::kNt + nt) * 8 + 2 * t;
+            float2* p0 = (float2*)&part[m * kN + c];
+            float2* p1 = (float2*)&part[(m + 8) * kN + c];
+            const float* v = acc[mt][nt];
+            if (kw == 0) {
+              *p0 = make_float2(v[0], v[1]);
+              *p1 = make_float2(v[2], v[3]);
+            } else {
+              *p0 = make_float2(p0->x + v[0], p0->y + v[1]);
+              *p1 = make_float2(p1->x + v[2], p1->y + v[3]);
+            }
+          }
       }
+      __syncthreads();
     }
-    __syncthreads();
-  }
 
-  // acc index v = i * kTile + t; the CTA's partial for W_h row warp * kRowsPerWarp + i and
-  // tile row t is red[warp * kAcc + v], i.e. red[wrow * kTile + t].
-  warp_reduce_scatter(acc, lane);
+    auto write = [&](int o, float v) {
+      const int m = o / kN, c = o % kN;
+      if (m0 + m < a.n_rows && n0 + c < a.R) a.g[(size_t)(m0 + m) * a.R + n0 + c] = v;
+    };
+    if (split == 1) {
+      for (int o = tid; o < kM * kN; o += Tl::kThreads) write(o, part[o]);
+    } else {
+      // Rank r finishes outputs [r * per, (r + 1) * per), summing the ranks' parts in order.
+      namespace cg = cooperative_groups;
+      cg::cluster_group cluster = cg::this_cluster();
+      cluster.sync();
+      const int per = kM * kN / split;  // split is a power of two
+      for (int o = rank * per + tid; o < (rank + 1) * per; o += Tl::kThreads) {
+        float v[kMaxSplit];  // every rank's load in flight, then the sum in rank order
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) red[warp * kAcc + kPerLane * lane + i] = acc[i];
-
-  const int per = kRowsPerCta * kTile / n_split;
-  const int rg0 = (blockIdx.x / n_split) * kRowsPerCta;
-  auto write = [&](int o, float v) {
-    const int r = rg0 + o / kTile, s = s0 + o % kTile;
-    if (r < a.R && s < a.n_rows) a.g[(size_t)s * a.R + r] = v;
-  };
-  if constexpr (kCluster) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // Each CTA of the cluster finishes 1/n_split of the outputs, summing ranks in order.
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();
-    for (int o = split * per + tid; o < (split + 1) * per; o += kThreads) {
-      float v = 0.0f;
-      for (int src = 0; src < n_split; ++src) v += cluster.map_shared_rank(red, src)[o];
-      write(o, v);
+        for (int src = 0; src < kMaxSplit; ++src) v[src] = src < split ? cluster.map_shared_rank(part, src)[o] : 0.0f;
+        float sum = 0.0f;
+#pragma unroll
+        for (int src = 0; src < kMaxSplit; ++src)
+          if (src < split) sum += v[src];
+        write(o, sum);
+      }
+      cluster.sync();  // keep this CTA's part alive until every peer has read it
     }
-    cluster.sync();  // keep this CTA's red alive until every peer has read it
-#else
-    __trap();
-#endif
-  } else {
-    __syncthreads();
-    for (int o = tid; o < per; o += kThreads) write(o, red[o]);
+    __syncthreads();  // the next row group restages over part
   }
 }
 
@@ -175,66 +285,104 @@ bool aligned(const void* p, size_t stride, size_t to) {
 // 16-byte loads need 16-byte rows (F32/F16/BF16); Q8_0 groups read the 2-byte scale and bytes.
 size_t vec_alignment(dfsel_type t) { return t == DFSEL_TYPE_Q8_0 ? 2 : 16; }
 
-template <dfsel_type W, dfsel_type H, bool kVec, bool kCluster>
-cudaError_t launch(const GateArgs& a, dim3 grid, int n_split, cudaStream_t stream) {
+bool vec_rows(const GateArgs& a) {
+  return a.n_embd % 8 == 0 && aligned(a.w_h, a.w_row_stride, vec_alignment(a.w_type)) &&
+         aligned(a.hidden, a.h_row_stride, vec_alignment(a.h_type));
+}
+
+// wave: CTAs an SM the n_embd split aims for. Measured on one H200 (GateTiles, 2026-12-01):
+// the small tile at 4 (16 rows: 128 CTAs, clusters of 16, 5.6 us; 240 rows: 480 CTAs, 15.7
+// us; 1 CTA an SM: 21.5 us), the large at 1 (960 rows: 120 CTAs, 32.9 us; 240 CTAs: 47.9).
+struct TileInfo {
+  int m, n, ks, wave;
+};
+constexpr TileInfo kInfo[kGateTiles] = {{SmallTile::kM, SmallTile::kN, SmallTile::kKs, 4},
+                                        {LargeTile::kM, LargeTile::kN, LargeTile::kKs, 1}};
+constexpr int kMaxRowGroups = 65535;  // grid.y; more row groups are taken in turn
+
+template <class F>
+decltype(auto) dispatch_tile(int tile, F&& f) {
+  if (tile == 1) return f(LargeTile{});
+  return f(SmallTile{});
+}
+
+template <class Tl, dfsel_type W, dfsel_type H, bool kVec>
+cudaError_t launch(const GateArgs& a, const GateShape& s, cudaStream_t stream) {
+  using S = Smem<Tl, W, H, kVec>;
+  const int64_t total = (a.n_embd + Tl::kKs - 1) / Tl::kKs;
+  const int per = (int)((total + s.split - 1) / s.split);
+  const int row_groups = (a.n_rows + Tl::kM - 1) / Tl::kM;
+  auto* kernel = gate_kernel<Tl, W, H, kVec>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes);
+  if (e == cudaSuccess && s.split > 8) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  // The most shared memory and the least L1 on the SMs it runs on, as the top-K asks too:
+  // otherwise an SM configured for the other kernel has no room for this one beside it.
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
+  cfg.gridDim = dim3((unsigned)(((a.R + Tl::kN - 1) / Tl::kN) * s.split), (unsigned)std::min(row_groups, kMaxRowGroups));
+  cfg.blockDim = dim3(Tl::kThreads);
+  cfg.dynamicSmemBytes = S::kBytes;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
-  if (kCluster) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = n_split;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  if (kCluster && n_split > kPortableSplit) {  // tuning only (GateDevice::max_split)
-    const cudaError_t e = cudaFuncSetAttribute(gate_kernel<W, H, kVec, kCluster>,
-                                               cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaLaunchKernelEx(&cfg, gate_kernel<W, H, kVec, kCluster>, a, n_split);
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = s.split;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, a, s.split, per, row_groups);
 }
 
 }  // namespace
 
+const char* gate_tile_name(int tile) {
+  static const char* const names[kGateTiles] = {"16x32", "64x256"};
+  return tile >= 0 && tile < kGateTiles ? names[tile] : "?";
+}
+
 cudaError_t gate_device(int device, GateDevice* out) {
+  *out = GateDevice{};
   cudaError_t e = cudaDeviceGetAttribute(&out->num_sms, cudaDevAttrMultiProcessorCount, device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&out->cluster_ok, cudaDevAttrClusterLaunch, device);
-  out->max_split = kPortableSplit;
+  int clusters = 0;
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device);
+  out->max_split = clusters ? kMaxSplit : 1;
+  out->force_tile = -1;
+  out->force_split = 0;
   return e;
 }
 
-int gate_splits(int32_t n_rows, int32_t R, int64_t n_embd, const GateDevice& dev) {
-  // Split n_embd only while the grid is short of about two CTAs per SM (few rows).
-  const int row_groups = (R + kRowsPerCta - 1) / kRowsPerCta;
-  const int tiles = (n_rows + kTile - 1) / kTile;
-  const int64_t n_chunks = (n_embd + kChunk - 1) / kChunk;
-  int n_split = 1;
-  if (dev.cluster_ok) {
-    while (n_split < dev.max_split && 2 * n_split <= n_chunks &&
-           (int64_t)row_groups * tiles * n_split < 2 * (int64_t)dev.num_sms)
-      n_split *= 2;
-  }
-  return n_split;
+GateShape gate_shape(const GateArgs& a, const GateDevice& dev) {
+  GateShape s{};
+  // Rows staged through registers (unaligned, odd n_embd) take the small tile only: one
+  // instance per type instead of three, for shapes no model is expected to have.
+  // Measured on one H200 (GateTiles, 2026-12-01): the small tile at 240 rows (15.7 us; the
+  // large 19.6), the large at 960 (32.9 us; the small 49).
+  s.tile = !vec_rows(a) ? 0 : dev.force_tile >= 0 && dev.force_tile < kGateTiles ? dev.force_tile
+                        : a.n_rows <= 256 ? 0 : 1;
+  const TileInfo& t = kInfo[s.tile];
+  const int64_t base = (int64_t)((a.R + t.n - 1) / t.n) * std::min((a.n_rows + t.m - 1) / t.m, kMaxRowGroups);
+  const int64_t stages = std::max<int64_t>(1, (a.n_embd + t.ks - 1) / t.ks);
+  // Split n_embd while the grid is short of one resident wave: a power of two (the finishing
+  // shares are shifts), at most the stages (a rank may still get none: it sends zeros).
+  int64_t want = dev.force_split > 0 ? dev.force_split
+                                     : std::max<int64_t>(1, (int64_t)dev.num_sms * t.wave / std::max<int64_t>(base, 1));
+  want = std::min<int64_t>({want, std::max(dev.max_split, 1), stages});
+  s.split = 1;
+  while (2 * s.split <= want) s.split *= 2;
+  s.ctas = base * s.split;
+  return s;
 }
 
 cudaError_t gate(const GateArgs& a, const GateDevice& dev, cudaStream_t stream) {
   // The plan validated types, shapes and strides; only the rows' alignment is per run.
   if (a.n_rows == 0) return cudaSuccess;
-  const bool vec = a.n_embd % 8 == 0 && aligned(a.w_h, a.w_row_stride, vec_alignment(a.w_type)) &&
-                   aligned(a.hidden, a.h_row_stride, vec_alignment(a.h_type));
-  const int n_split = gate_splits(a.n_rows, a.R, a.n_embd, dev);
-  const dim3 grid(((a.R + kRowsPerCta - 1) / kRowsPerCta) * n_split, (a.n_rows + kTile - 1) / kTile);
-  assert(grid.y <= 65535);
+  const GateShape s = gate_shape(a, dev);
   return dispatch_weight_type(a.w_type, [&](auto W) {
     return dispatch_float_type(a.h_type, [&](auto H) {
-      return dispatch_bool(vec, [&](auto V) {
-        return n_split > 1 ? launch<W.value, H.value, V.value, true>(a, grid, n_split, stream)
-                           : launch<W.value, H.value, V.value, false>(a, grid, 1, stream);
-      });
+      if (!vec_rows(a)) return launch<SmallTile, W.value, H.value, false>(a, s, stream);
+      return dispatch_tile(s.tile, [&](auto Tl) { return launch<decltype(Tl), W.value, H.value, true>(a, s, stream); });
     });
   });
 }

@@ -24,19 +24,31 @@ struct GateArgs {
   float* g;             // [n_rows][R]
 };
 
-// What the gate needs to know of its device, read once at plan creation.
+// What the gate needs to know of its device, read once at plan creation, and two tuning
+// overrides that benchmarks and tests set (a plan leaves them at "choose").
 struct GateDevice {
   int num_sms;
-  int cluster_ok;  // thread-block clusters (sm_90): n_embd is then split over a cluster
-  int max_split;   // the largest cluster: 8, the portable size (benchmarks sweep others)
+  int max_split;    // the largest cluster n_embd is split over (16: non-portable clusters)
+  int force_tile;   // -1: chosen by the row count; else kGateTiles index (gate.cu)
+  int force_split;  // 0: chosen; else the cluster size (a power of two: rounded down; at most
+                    // the n_embd stages)
 };
 cudaError_t gate_device(int device, GateDevice* out);
 
-// The cluster size gate() uses for these sizes (1: no split).
-int gate_splits(int32_t n_rows, int32_t R, int64_t n_embd, const GateDevice& dev);
+// How gate() runs for these sizes: the tile shape (index), the cluster size n_embd is split
+// over and the CTAs launched.
+struct GateShape {
+  int tile;
+  int split;
+  int64_t ctas;
+};
+GateShape gate_shape(const GateArgs& args, const GateDevice& dev);
+constexpr int kGateTiles = 2;
+const char* gate_tile_name(int tile);
 
 // Enqueues the gate. The arguments are the plan's, validated at its creation (types, shapes,
-// Q8_0 rows a multiple of 32, at most 65535 tiles of 16 rows); never allocates.
+// Q8_0 rows a multiple of 32); never allocates. The summation order depends only on the
+// arguments' sizes and types and on dev, so equal inputs give bitwise equal g.
 cudaError_t gate(const GateArgs& args, const GateDevice& dev, cudaStream_t stream);
 
 }  // namespace dfsel::cuda

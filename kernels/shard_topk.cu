@@ -177,7 +177,14 @@ cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream)
     const int64_t nv_max = (a.n_cols + 2 * V - 2) / V;
     const int32_t chunk_vecs = (int32_t)((nv_max + splits - 1) / splits);
     dispatch_k(a.k, [&](auto KB) {
-      shard_topk_kernel<T.value, KB.value><<<grid, kSelectThreads, 0, stream>>>(a, chunk_vecs, parts);
+      auto* kernel = shard_topk_kernel<T.value, KB.value>;
+      // Beside another kernel, ask for the most shared memory (the least L1, which streaming
+      // reads do not use): an SM's split is set by the kernel that reaches it first, and the
+      // default for this one (about 64 KB) leaves no room for the gate's CTA.
+      if (a.shares_sms && cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                               cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+        return;
+      kernel<<<grid, kSelectThreads, 0, stream>>>(a, chunk_vecs, parts);
     });
   });
   return cudaGetLastError();

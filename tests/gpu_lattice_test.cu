@@ -61,13 +61,6 @@ bool close(float got, float want, double tol) {
   return std::fabs((double)got - want) <= tol * std::max(1.0, std::fabs((double)want));
 }
 
-int num_sms() {
-  int dev = 0, n = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-  return n;
-}
-
 // Enqueues `launches` times on a fresh stream, directly or as one captured graph replayed;
 // before_each runs (synchronously) ahead of every launch.
 void repeat(const std::function<cudaError_t(cudaStream_t)>& enqueue, int launches, bool graph,
@@ -103,10 +96,13 @@ struct GateCase {
   size_t w_pad, h_pad;  // extra bytes per row; an odd h_pad forces the unaligned path
 };
 
-void check_gate(const GateCase& c, uint64_t seed, bool graph) {
+// tile / split: the gate's tuning overrides (GateDevice::force_tile, force_split); -1 / 0
+// let it choose.
+void check_gate(const GateCase& c, uint64_t seed, bool graph, int tile = -1, int split = 0) {
   SCOPED_TRACE("E=" + std::to_string(c.E) + " R=" + std::to_string(c.R) + " w=" +
                dfsel_type_name(c.w) + " h=" + dfsel_type_name(c.h) + " rows=" +
-               std::to_string(c.blocks * (c.block - 1)));
+               std::to_string(c.blocks * (c.block - 1)) + " tile=" + std::to_string(tile) + " split=" +
+               std::to_string(split) + " seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int L = c.block - 1, n_rows = c.blocks * L, n_tok = c.blocks * c.block;
   const size_t w_nb1 = row_bytes(c.w, c.E) + c.w_pad, h_nb1 = row_bytes(c.h, c.E) + c.h_pad;
@@ -123,6 +119,10 @@ void check_gate(const GateCase& c, uint64_t seed, bool graph) {
                          RowMap{L, c.block, 1}, n_rows, dg.get()};
   cuda::GateDevice dev{};
   CUDA_OK(cuda::gate_device(0, &dev));
+  dev.force_tile = tile;
+  dev.force_split = split;
+  const cuda::GateShape shape = cuda::gate_shape(a, dev);
+  SCOPED_TRACE("ran tile " + std::to_string(shape.tile) + " split " + std::to_string(shape.split));
   ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::gate(a, dev, st); }, 1,
                                  graph, [&] { dg.poison(); }));
   CUDA_OK(cudaDeviceSynchronize());
@@ -130,26 +130,51 @@ void check_gate(const GateCase& c, uint64_t seed, bool graph) {
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_TRUE(close(got[i], want[i], kScoreTol))
         << "g[" << i / c.R << "][" << i % c.R << "] = " << got[i] << ", reference " << want[i];
+  // The same inputs again: bitwise the same g (the order is fixed by the sizes alone).
+  ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::gate(a, dev, st); }, 1,
+                                 graph, [&] { dg.poison(); }));
+  CUDA_OK(cudaDeviceSynchronize());
+  ASSERT_EQ(0, std::memcmp(got.data(), dg.download().data(), got.size() * sizeof(float)))
+      << "a second run gave different bits";
 }
 
 TEST(GpuGate, MatchesReference) {
   DFSEL_REQUIRE_GPUS(1);
   const GateCase cases[] = {
       {5120, 256, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, 1, 16, 0, 0},  // one block: n_embd split
+      {5120, 256, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, 16, 16, 0, 0},
       {4096, 256, DFSEL_TYPE_Q8_0, DFSEL_TYPE_BF16, 1, 16, 0, 0},
       {1024, 32, DFSEL_TYPE_F16, DFSEL_TYPE_F16, 3, 6, 0, 0},
       {1000, 40, DFSEL_TYPE_F32, DFSEL_TYPE_F32, 2, 5, 0, 0},      // n_embd % 8 != 0
       {512, 256, DFSEL_TYPE_BF16, DFSEL_TYPE_BF16, 300, 16, 32, 0},  // 4500 rows
       {6656, 1024, DFSEL_TYPE_F16, DFSEL_TYPE_F32, 1, 16, 16, 4},  // hidden rows 4-byte aligned only
       {96, 8, DFSEL_TYPE_F32, DFSEL_TYPE_F16, 1, 2, 0, 0},
+      {2056, 200, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, 70, 16, 16, 32},  // partial stage and tiles
+      {1536, 72, DFSEL_TYPE_F32, DFSEL_TYPE_BF16, 9, 16, 0, 0},
   };
-  uint64_t seed = 11;
+  uint64_t seed = fresh_seed();
   for (const GateCase& c : cases) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false));
-  ASSERT_NO_FATAL_FAILURE(check_gate(cases[0], seed, true));  // cluster launch in a graph
+  ASSERT_NO_FATAL_FAILURE(check_gate(cases[0], seed++, true));  // cluster launch in a graph
+}
+
+// Every tile shape at several n_embd splits (1, a non-power of two, the largest), each
+// stored type of W_h and hidden: the paths a plan chooses by row count and device.
+TEST(GpuGate, EveryTileAndSplitMatchesReference) {
+  DFSEL_REQUIRE_GPUS(1);
+  const GateCase cases[] = {
+      {5120, 256, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, 8, 16, 0, 0},
+      {2048, 136, DFSEL_TYPE_F16, DFSEL_TYPE_F16, 5, 16, 16, 0},
+      {1024, 64, DFSEL_TYPE_Q8_0, DFSEL_TYPE_F32, 3, 16, 0, 0},
+      {1536, 264, DFSEL_TYPE_F32, DFSEL_TYPE_BF16, 6, 16, 0, 16},
+  };
+  uint64_t seed = fresh_seed();
+  for (const GateCase& c : cases)
+    for (int tile = 0; tile < cuda::kGateTiles; ++tile)
+      for (int split : {1, 3, 16}) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false, tile, split));
 }
 
 // The gate's paths at sanitizer sizes: each W_h and hidden type, 16-byte and element loads,
-// with and without an n_embd split over a cluster.
+// each tile, with and without an n_embd split over a cluster.
 TEST(GpuGate, SmallShapesForSanitizers) {
   DFSEL_REQUIRE_GPUS(1);
   const GateCase cases[] = {
@@ -159,6 +184,9 @@ TEST(GpuGate, SmallShapesForSanitizers) {
   };
   uint64_t seed = fresh_seed();
   for (const GateCase& c : cases) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false));
+  const GateCase big = {640, 72, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, 5, 16, 0, 0};
+  for (int tile = 0; tile < cuda::kGateTiles; ++tile)
+    for (int split : {1, 3}) ASSERT_NO_FATAL_FAILURE(check_gate(big, seed++, false, tile, split));
 }
 
 // ---- lattice ----
