@@ -1,5 +1,5 @@
 // Timing for dfsel_bench: GPU work is captured in a CUDA graph and replayed, each replay timed
-// with CUDA events (DESIGN section 5 measures the same way); host work is timed by the wall
+// with CUDA events (SPEC section 7 measures the same way); host work is timed by the wall
 // clock. Every benchmark reports its time per call and, for the bytes it must read:
 //   GB/s      bytes / time
 //   floor_us  bytes / 4.27 TB/s, the H200's device-to-device copy rate
@@ -22,7 +22,7 @@
 
 namespace dfsel::bench {
 
-constexpr double kHbmBytesPerSecond = 4.27e12;  // DESIGN section 5
+constexpr double kHbmBytesPerSecond = 4.27e12;  // SPEC section 7
 constexpr size_t kL2Bytes = (size_t)60 << 20;    // H200 L2, rounded up
 constexpr int kMinGraphCalls = 16;               // calls per replay, so launch gaps average out
 

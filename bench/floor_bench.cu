@@ -1,4 +1,4 @@
-// Measured floors for shard_topk, timed the same way (graph replay, DESIGN section 5):
+// Measured floors for shard_topk, timed the same way (graph replay, SPEC section 7):
 //   LaunchFloor  an empty kernel with shard_topk's grid: what one launch costs per call in a
 //                graph of back-to-back launches, before any byte is read
 //   TopKGridRead shard_topk's structure with the selection taken out: as many CTAs a row (its

@@ -1,4 +1,4 @@
-// Whole selector steps through the public API, CUDA-graph replayed (DESIGN sections 3 and 5):
+// Whole selector steps through the public API, CUDA-graph replayed (SPEC sections 4 and 7):
 //   SelectorStep     one GPU, one shard: top-K + gate, lattice + walk
 //   SimulatedShards  S shards on one GPU with the in-process exchange (record size, merge cost)
 //   DistributedStep  S GPUs, one NCCL all-gather of the candidate records
@@ -35,7 +35,7 @@ namespace {
 
 constexpr int kR = 256, kK = 16;
 constexpr int64_t kEmbd = 5120;
-constexpr double kTorchSelectorUs = 361.0;  // DESIGN section 5: PyTorch selector, V = 202048, 1 block
+constexpr double kTorchSelectorUs = 361.0;  // SPEC section 7: PyTorch selector, V = 202048, 1 block
 
 struct StepShape {
   int blocks;

@@ -1,4 +1,4 @@
-// shard_topk against its peers (DESIGN section 5), K = 16 unless named:
+// shard_topk against its peers (SPEC section 7), K = 16 unless named:
 //   ShardTopK             dfsel's one-launch top-K
 //   CubSegmentedSortTopK  sort every row with CUB's segmented radix sort, keep the first K
 //                         (what ggml-cuda's top_k does)
@@ -193,7 +193,7 @@ void add(const char* family, void (*fn)(benchmark::State&, Shape), const Shape& 
       s.splits = splits;
       add("ShardTopKSplits", shard_topk_bench, s);
     }
-  // The peers take milliseconds to seconds a call: the shapes of DESIGN section 5 and a few more.
+  // The peers take milliseconds to seconds a call: the shapes of SPEC section 7 and a few more.
   for (int32_t tokens : {1, 16, 256, 1024})
     for (int64_t v : vocabs) add("CubSegmentedSortTopK", cub_bench, {tokens, v, DFSEL_TYPE_F32, 16});
   add("CubSegmentedSortTopK", cub_bench, {16, 124160, DFSEL_TYPE_BF16, 16});

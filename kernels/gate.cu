@@ -1,4 +1,4 @@
-// gate: g[s][r] = sum_e W_h[r][e] * h[row(s)][e] (DESIGN section 2), on the tensor cores.
+// gate: g[s][r] = sum_e W_h[r][e] * h[row(s)][e] (SPEC section 2.3), on the tensor cores.
 //
 // A tall-skinny product: R (~256) W_h rows against the step's drafted rows (15 a block), n_embd
 // (~5120) long. At decode sizes it is a read of W_h (2.6 MB in BF16) that is shorter than the
@@ -8,7 +8,7 @@
 // Each CTA computes a kM x kN tile of g (drafted rows x W_h rows) over a range of n_embd, the
 // ranges of one tile split over a thread-block cluster whose partial tiles meet in distributed
 // shared memory and are summed in rank order (fixed: every rank computes bitwise the same g,
-// DESIGN section 3; no atomics, no scratch). The range streams through shared memory in stages
+// SPEC section 4.8; no atomics, no scratch). The range streams through shared memory in stages
 // of kKs elements, kStages in flight (cp.async; types that need converting or unaligned rows
 // go through registers). Warps take the tile's m16n8k16 BF16 mma tiles, on values split into
 // BF16 terms that keep float precision (block/gate_mma.cuh); warps that split a stage's k

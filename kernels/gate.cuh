@@ -1,4 +1,4 @@
-// gate: g[s] = W_h . h[row(s)] for every selected row (DESIGN section 2), W_h {n_embd, R} as
+// gate: g[s] = W_h . h[row(s)] for every selected row (SPEC section 2.3), W_h {n_embd, R} as
 // stored (F32, F16, BF16, Q8_0), hidden F32 / F16 / BF16.
 #pragma once
 

@@ -1,5 +1,5 @@
-// pack_records: the vocabulary-sharded placement's half of the exchange (DESIGN section 3,
-// step 4). After shard_topk wrote this rank's candidates into its send buffer, copies each
+// pack_records: the vocabulary-sharded placement's half of the exchange (SPEC
+// section 4.6). After shard_topk wrote this rank's candidates into its send buffer, copies each
 // local candidate's E_prev and E_next rows into the record rows, and writes the anchor area:
 // owned = 1 plus the anchor's E_prev row on the rank whose range holds the anchor, owned = 0
 // everywhere else (anchors outside every range included). Rows are copied as stored.

@@ -1,5 +1,5 @@
-// score_lattice: merge, unary, K x K scores and the block walk in one launch (DESIGN
-// sections 2 and 3, steps 3 to 5). One CTA per drafted row d = (block b, position p), in
+// score_lattice: merge, unary, K x K scores and the block walk in one launch (SPEC
+// sections 2, 4.5, 4.6 and 5). One CTA per drafted row d = (block b, position p), in
 // phases (kernels/block/lattice_*.cuh): stage and merge the records, find the codebook rows,
 // score, write the row and its walk steps; the last CTA of a block walks it.
 #include "kernels/score_lattice.cuh"

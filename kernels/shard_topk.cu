@@ -1,7 +1,7 @@
 // shard_topk: per selected logits row, the top-K with global ids in candidate order
-// (DESIGN section 2 for the order, section 3 step 1 for the role).
+// (SPEC section 3 for the order, section 4.2 for the role).
 //
-// Reading the row once is the whole cost (DESIGN section 5: 16 x 124160 F32 is 1.9 us of
+// Reading the row once is the whole cost (SPEC section 7: 16 x 124160 F32 is 1.9 us of
 // HBM), so the kernel streams 16-byte loads and keeps the per-element work to one max:
 //   - a row is cut into `splits` chunks, one CTA each, so that a few rows still cover the GPU;
 //   - a CTA folds its chunk tile by tile into a sorted top-K list in shared memory

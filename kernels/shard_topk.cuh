@@ -1,5 +1,5 @@
 // shard_topk: per selected row of a logits shard, the top-K with global ids, one pass over
-// the logits (DESIGN section 3, step 1). Rows of few rows are split over many blocks and the
+// the logits (SPEC section 4.2). Rows of few rows are split over many blocks and the
 // partial lists merged by the last block of each row; the output is in candidate order.
 #pragma once
 

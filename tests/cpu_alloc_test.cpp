@@ -1,4 +1,4 @@
-// A run allocates nothing once its plans are set up (DESIGN section 3; the CPU fallback's
+// A run allocates nothing once its plans are set up (SPEC section 6.2; the CPU fallback's
 // contract, DFlash2 and DSpark plans alike): every heap allocation of this test binary is counted while runs are enqueued.
 // The replacement operators below (every unaligned form, malloc and free underneath, so that
 // sanitizer builds still see matched pairs) are this binary's only allocator hooks.

@@ -1,4 +1,4 @@
-// The GGUF loader (DESIGN section 4): round trips of every type, vocabulary-sharded loads,
+// The GGUF loader (SPEC section 6.6): round trips of every type, vocabulary-sharded loads,
 // K-quant dequantisation against a per-element decoding of the block layouts, every broken
 // fixture, truncation at every byte, and a draft of realistic size.
 #include "dfsel/gguf.h"

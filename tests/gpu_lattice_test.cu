@@ -1,5 +1,5 @@
 // gate, pack_records and score_lattice against the CPU reference steps (host/cpu_reference.h),
-// on exchange buffers built on the host for S ranks (DESIGN sections 2 and 3): candidates and
+// on exchange buffers built on the host for S ranks (SPEC sections 4 and 5): candidates and
 // paths exactly (near-ties recognised, never loosened), scores to float rounding, and every
 // shard count and placement bitwise equal to one replicated shard.
 #include <cuda_runtime.h>
@@ -469,7 +469,7 @@ void compare(const Problem& pb, const Expect& e, const DevOut& o, const std::vec
     }
     if (steps == L) EXPECT_EQ(o.n_emitted[b], e.n_emitted[b]);
   }
-  // Packed rows (DESIGN section 4): row 0 zero, row p = [ids | scores | zeros], gaps untouched.
+  // Packed rows (SPEC section 6.5): row 0 zero, row p = [ids | scores | zeros], gaps untouched.
   const size_t row_floats = (size_t)pb.n_embd + kPackedPad;
   for (int t = 0; t < pb.n_tok; ++t) {
     const float* row = &o.packed[(size_t)t * row_floats];

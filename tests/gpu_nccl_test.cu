@@ -1,4 +1,4 @@
-// The distributed selector over NCCL on two or more GPUs (DESIGN section 3): every rank holds
+// The distributed selector over NCCL on two or more GPUs (SPEC section 4): every rank holds
 // bitwise the same result, equal to the CPU reference; mismatches fail at set-up on every rank.
 #include <gtest/gtest.h>
 #include <fcntl.h>

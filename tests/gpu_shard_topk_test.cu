@@ -1,4 +1,4 @@
-// shard_topk against the CPU reference (DESIGN sections 2 and 3): candidate ids and raw logits
+// shard_topk against the CPU reference (SPEC sections 3 and 4.2): candidate ids and raw logits
 // bitwise equal, for every element type, K, row count and split count, on special values,
 // unaligned and strided rows, selected rows that skip each block's anchor row, an uneven
 // three-shard vocabulary, repeated launches on one scratch, and CUDA graph replays.
@@ -374,7 +374,7 @@ TEST(GpuShardTopK, AdversarialLayouts) {
 }
 
 // V = 202048 over three uneven shards: each shard's list with global ids, then the merge of
-// the three equals the top-K of the whole row (DESIGN section 3).
+// the three equals the top-K of the whole row (SPEC section 4.2).
 TEST(GpuShardTopK, UnevenShardsMergeToTheWholeRow) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();

@@ -1,4 +1,4 @@
-// Special values through the CPU reference (DESIGN section 2; docs/DESIGN-NOTES.md, Numerics):
+// Special values through the CPU reference (SPEC sections 2 to 5; docs/DESIGN-NOTES.md, Numerics):
 // logits all -inf, all NaN, all equal, huge, subnormal; Q8_0 codebooks with extreme scales;
 // softcap and logit_scale on huge inputs. Each case asserts the outcome derived by hand from
 // the design, that no NaN appears without a NaN input, and that 1 and 3 shards in both

@@ -1,4 +1,4 @@
-// llama.cpp's DFlash2 walker reads only the packed lattice rows (DESIGN section 4). A walker
+// llama.cpp's DFlash2 walker reads only the packed lattice rows (SPEC section 6.5). A walker
 // written here from that layout alone must reproduce dfsel's own path, p_min included.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The CPU reference against the brute-force oracle, across shapes, types, special values and
-// shard counts (DESIGN sections 2 and 3).
+// shard counts (SPEC sections 2 to 5).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -139,7 +139,7 @@ bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
   return true;
 }
 
-// The scales make both terms of a score count, as in a trained draft (DESIGN section 2):
+// The scales make both terms of a score count, as in a trained draft (SPEC section 2):
 // each drafted row has a few dozen plausible tokens well above the rest (logits N(4, 0.5^2)
 // against N(0, 1)), and in some rows one of them leads by a wide margin; codebook rows of
 // N(0, 0.25^2) and a gate of unit variance give lattice terms of about unit spread, so the

@@ -1,4 +1,4 @@
-// The CPU backend: the selector of DESIGN sections 2 and 3 on host memory, with the rules the
+// The CPU backend: the selector of SPEC sections 2 to 5 on host memory, with the rules the
 // kernels share (kernels/common: where each codebook row comes from, the merge, the walk, the
 // packed rows). It gives bitwise the results of the reference (host/reference): the same
 // candidates (cpu_topk.cpp) and the same sums in the same order (cpu_simd.h), only faster.

@@ -1,4 +1,4 @@
-// The gate g = W_h h (DESIGN section 2) for the CPU backend. W_h is widened and transposed
+// The gate g = W_h h (SPEC section 2.3) for the CPU backend. W_h is widened and transposed
 // once, at plan creation (it is the plan's weight), so a run reads floats eight sums at a
 // time: for every e, eight consecutive r take one fused multiply-add each, which is the
 // reference's order for every one of them. Each chunk of 32 sums has its own contiguous

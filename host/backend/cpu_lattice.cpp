@@ -1,4 +1,4 @@
-// The K x K lattice of one position (DESIGN section 2) for the CPU backend. Each score is the
+// The K x K lattice of one position (SPEC section 2.4) for the CPU backend. Each score is the
 // reference's chain: t[r] = eprev[i][r] * g[r] rounded, then acc = fma(t[r], enext[j][r], acc)
 // for r in order from +0, then u[j] + acc. The successor rows are transposed so that sixteen
 // j share one load per r, and four predecessor rows run at once to keep the chains apart.

@@ -1,5 +1,5 @@
 // The CPU backend's top-K of one logits row: the same K candidates, in the same order, as
-// ref::shard_topk (DESIGN section 2), found in one pass without sorting the row.
+// ref::shard_topk (SPEC section 3), found in one pass without sorting the row.
 #pragma once
 
 #include <stdint.h>

@@ -1,4 +1,4 @@
-// The exchange step of DESIGN section 3: an all-gather of equal-sized records among the ranks
+// The exchange step of SPEC section 4.4: an all-gather of equal-sized records among the ranks
 // of one group. Every plan holds one: NcclExchange over the caller's communicator, or the
 // in-process exchange between the plans of a group driven by one thread (dfsel_run_group).
 #pragma once

@@ -1,4 +1,4 @@
-// NcclExchange: the all-gather of DESIGN section 3 on the caller's communicator. At set-up
+// NcclExchange: the all-gather of SPEC section 4.4 on the caller's communicator. At set-up
 // every rank contributes a description of itself to one small all-gather and every rank
 // judges the whole table by the group rule (host/plan/group.h), so a mismatch fails on every
 // rank instead of hanging.

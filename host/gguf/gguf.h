@@ -1,4 +1,4 @@
-// GGUF v2/v3 reader and the DFlash2 selector view of a draft file (DESIGN section 4).
+// GGUF v2/v3 reader and the DFlash2 selector view of a draft file (SPEC section 6.6).
 //
 // gguf_file.h: File maps a GGUF file read-only and validates every field before anything
 // reads it; a malformed file yields DFSEL_FORMAT_ERROR, an unknown version or ggml type

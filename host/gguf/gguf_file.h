@@ -1,4 +1,4 @@
-// GGUF v2/v3 reader (DESIGN section 4): the value and tensor types, the read-only mapping and
+// GGUF v2/v3 reader (SPEC section 6.6): the value and tensor types, the read-only mapping and
 // File, which validates every field before anything reads it. A malformed file yields
 // DFSEL_FORMAT_ERROR, an unknown version or ggml type DFSEL_UNSUPPORTED, and a message that
 // names the section, the field, its value and its byte offset.

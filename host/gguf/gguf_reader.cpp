@@ -1,4 +1,4 @@
-// GGUF v2/v3 reader (DESIGN section 4). Layout of a file, all little-endian:
+// GGUF v2/v3 reader (SPEC section 6.6). Layout of a file, all little-endian:
 //   header       "GGUF", u32 version, u64 tensor count, u64 key/value count
 //   metadata     per pair: string key, u32 value type, value
 //   tensor infos per tensor: string name, u32 n_dims, u64 ne[n_dims], u32 ggml type, u64 offset

@@ -1,4 +1,4 @@
-// The DFlash2 selector view of a parsed draft (DESIGN section 4): checks the dflash metadata
+// The DFlash2 selector view of a parsed draft (SPEC section 6.6): checks the dflash metadata
 // against the three selector tensors and exposes them as dfsel_tensor views.
 #include "host/gguf/gguf_selector.h"
 #include "host/gguf/gguf_view.h"

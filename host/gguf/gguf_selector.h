@@ -1,4 +1,4 @@
-// The DFlash2 selector view of a parsed draft (DESIGN section 4): the three selector tensors
+// The DFlash2 selector view of a parsed draft (SPEC section 6.6): the three selector tensors
 // as dfsel_tensor views, K-quants dequantised into BF16 buffers the Selector owns.
 #pragma once
 
@@ -12,7 +12,7 @@
 
 namespace dfsel::gguf {
 
-// The DFlash2 selector of a draft (DESIGN section 4), for the vocabulary rows
+// The DFlash2 selector of a draft (SPEC section 6.6), for the vocabulary rows
 // [v_begin, v_end) of the codebooks. F32, F16, BF16 and Q8_0 tensors are views into the
 // file's mapping (the File must outlive the Selector); Q4_K and Q6_K are dequantised into
 // BF16 buffers the Selector owns.

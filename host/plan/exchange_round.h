@@ -1,4 +1,4 @@
-// One exchange among the plans this thread drives in a call (DESIGN section 3, step 2): their
+// One exchange among the plans this thread drives in a call (SPEC section 4.4): their
 // endpoints in shard-rank order, so that the in-process exchange puts each rank at its slot,
 // and, for several NCCL ranks, one group call around their all-gathers. Shared by the plan
 // kinds, whose plans all hold desc.shard, a backend with an endpoint and an exchange.

@@ -1,4 +1,4 @@
-// The rule that the ranks of one group describe one selector (DESIGN section 3): the same
+// The rule that the ranks of one group describe one selector (SPEC section 4.7): the same
 // config, placement and weight types on every rank, distinct shard ranks 0..n-1, and
 // vocabulary ranges that tile [0, V). The NCCL set-up checks it on the table its all-gather
 // brings; an in-process group (dfsel_run_group without a communicator) on its plans.

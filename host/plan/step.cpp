@@ -1,4 +1,4 @@
-// One selector step of the plans driven by this thread (DESIGN section 3): validate, select on
+// One selector step of the plans driven by this thread (SPEC section 4): validate, select on
 // every plan, exchange, finish; and the wait that reports what a run found.
 #include <algorithm>
 #include <chrono>

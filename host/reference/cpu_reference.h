@@ -1,4 +1,4 @@
-// The CPU reference selector: DESIGN section 2 in plain C++, the specification every GPU path
+// The CPU reference selector: SPEC sections 2 to 5 in plain C++, the specification every GPU path
 // is tested against. Each function is one step of the selector on host memory.
 #pragma once
 
@@ -34,7 +34,7 @@ void load_row(const void* row, dfsel_type type, int32_t r, float* out);
 void score_lattice(const float* eprev_rows, int32_t n_prev, const float* g,
                    const float* enext_rows, const float* u, int32_t k, int32_t r, float* s);
 
-// The walk of one block over its L lattices (DESIGN section 2): lattice [L][K][K], cands [L][K].
+// The walk of one block over its L lattices (SPEC section 5): lattice [L][K][K], cands [L][K].
 // Greedy when w.temperature <= 0, else sampling with philox_uniform(seed, block, p). q
 // (optional) receives the distribution used at each step, zeros after a stop. path [L] (-1
 // after the last emitted token).

@@ -8,7 +8,7 @@
  * - dfsel_ggml_op + dfsel_ggml_select: the selector as a node of a ggml graph computed by
  *   ggml's CPU backend (ggml's custom-op mechanism, ggml_custom_4d). The node reads logits
  *   {V, n_tokens} and hidden {n_embd, n_tokens} (F32, F16 or BF16) and the anchors I32
- *   {n_blocks}, and yields llama.cpp's packed lattice F32 {n_embd, n_tokens} (DESIGN section 4).
+ *   {n_blocks}, and yields llama.cpp's packed lattice F32 {n_embd, n_tokens} (SPEC section 6.5).
  *
  * Threads: ggml calls the node on each of its graph threads (ith of nth; the node's n_tasks,
  * the op's thread count P = desc.n_threads or every core for 0, does not bound nth in ggml's

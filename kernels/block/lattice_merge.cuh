@@ -1,4 +1,4 @@
-// Phases 1 and 2 of the lattice CTA (DESIGN section 3, step 3): the records of row d (and of
+// Phases 1 and 2 of the lattice CTA (SPEC section 4.5): the records of row d (and of
 // d - 1) from every rank, merged into the global top-K by rank of key; g[d]; the anchor's
 // owner when the codebooks are sharded.
 #pragma once

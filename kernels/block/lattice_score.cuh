@@ -2,7 +2,7 @@
 // GEMM per drafted row. Both factors are staged in shared memory as floats, R in chunks (A and
 // B stay near 64 KB for every K), and each thread owns a kT x kT register tile of S. Every row
 // is summed in one fixed order whatever the shard count or the placement, so results are
-// bitwise identical across them (DESIGN section 2). One instance per codebook type T.
+// bitwise identical across them (SPEC section 4.8). One instance per codebook type T.
 #pragma once
 
 #include "kernels/block/lattice_cta.cuh"

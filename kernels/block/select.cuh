@@ -1,5 +1,5 @@
 // Block-wide top-K building blocks for shard_topk: a CTA keeps a sorted list of its K best
-// candidates in shared memory and folds in one tile of items at a time (DESIGN section 2 order:
+// candidates in shared memory and folds in one tile of items at a time (SPEC section 3 order:
 // the 64-bit cand_key, larger is better, keys of distinct ids never tie).
 //
 // Folding a tile costs one barrier when no item of the tile beats the K-th key so far (the

@@ -99,7 +99,7 @@ __device__ __forceinline__ float tile_max(const uint4 (&v)[U]) {
 
 // Vectors of a chunk in row-relative units: vector i covers columns [i * kVec - a_off, ...),
 // where a_off = (row base mod 16) / element size, so every full vector load is 16-byte aligned.
-// Ids are int32 (DESIGN section 3 records), so every column and vector index fits in 32 bits.
+// Ids are int32 (SPEC section 4.3 records), so every column and vector index fits in 32 bits.
 struct ChunkView {
   const uint4* base;  // row base rounded down to 16 bytes
   int32_t v_end;      // the chunk's vectors end here

@@ -1,4 +1,4 @@
-// The fixed-size records one rank contributes to the all-gather (DESIGN section 3, step 2).
+// The fixed-size records one rank contributes to the all-gather (SPEC section 4.3).
 // Its size depends on the run's drafted rows, K and the codebook row size, never on V.
 //
 //   cands   [n_drafted][K] CandRec       local top-K with global ids, in candidate order

@@ -1,4 +1,4 @@
-// Element types read as stored (DESIGN section 2: codebooks F32, F16, BF16, Q8_0).
+// Element types read as stored (SPEC section 2.1: codebooks F32, F16, BF16, Q8_0).
 #pragma once
 
 #include <stdint.h>

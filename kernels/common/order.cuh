@@ -1,4 +1,4 @@
-// The candidate total order of DESIGN section 2: raw logit descending, token id ascending,
+// The candidate total order of SPEC section 3: raw logit descending, token id ascending,
 // NaN below every number (-inf included). Encoded as one 64-bit key so that "better" is
 // a single unsigned comparison on the CPU and the GPU alike; keys of distinct ids never tie.
 #pragma once
@@ -47,7 +47,7 @@ DFSEL_HD CandRec cand_from_key(uint64_t key) {
 
 // Merge: the rank of record i among n records is the number of records that precede it;
 // the K records of rank < K are the global top-K, in order. Every rank computes the same
-// ranks from the same records, so the merged lists are bitwise identical (DESIGN section 3).
+// ranks from the same records, so the merged lists are bitwise identical (SPEC section 4.5).
 DFSEL_HD int cand_rank(const CandRec* recs, int n, int i) {
   const uint64_t ki = cand_key(recs[i]);
   int r = 0;

@@ -1,4 +1,4 @@
-// llama.cpp's packed lattice (DESIGN section 4): n_blocks * block_size rows of n_embd floats;
+// llama.cpp's packed lattice (SPEC section 6.5): n_blocks * block_size rows of n_embd floats;
 // row 0 of each block zero; row p = [K candidate ids as float | K*K scores, predecessor i to
 // candidate j at K + i*K + j | zeros]. One writer for the CPU backend and the lattice kernel.
 #pragma once

@@ -1,4 +1,4 @@
-// Which logits / hidden row a selected row reads (DESIGN section 2: row 0 of every block is
+// Which logits / hidden row a selected row reads (SPEC section 1: row 0 of every block is
 // the anchor position and is not read). One formula for the reference and every kernel.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Where each codebook row of the lattice comes from (DESIGN section 3, step 4), for the CPU
+// Where each codebook row of the lattice comes from (SPEC section 4.6), for the CPU
 // backend and the kernels alike. Replicated: every rank reads its own full codebooks by token
 // id. Sharded: the owner of a candidate shipped its E_prev and E_next rows inside its record,
 // and the owner of the anchor shipped the anchor's E_prev row (the lowest rank that flags it).

@@ -1,4 +1,4 @@
-// The per-step arithmetic of DESIGN section 2 shared by the CPU reference and the kernels:
+// The per-step arithmetic of SPEC sections 2.2 and 5 shared by the CPU reference and the kernels:
 // logit transform, the greedy and sampling choices over one row of K scores, and the p_min test.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The walk of DESIGN section 2, shared by the CPU reference and the lattice kernel: the step
+// The walk of SPEC section 5, shared by the CPU reference and the lattice kernel: the step
 // taken from one lattice row (argmax or a draw, then the p_min test), and the path that
 // follows those steps from the anchor.
 #pragma once

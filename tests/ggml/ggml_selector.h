@@ -1,4 +1,4 @@
-// The selector of DESIGN section 2 composed from ggml's own ops, the independent reference
+// The selector of SPEC sections 2 and 3 composed from ggml's own ops, the independent reference
 // of the graph tests: ggml_top_k for the candidates, ggml_get_rows for their logits and
 // codebook rows, ggml_scale / ggml_tanh for the transform, ggml_mul_mat for the gate and the
 // lattice, ggml_mul and ggml_add for the rest. Nothing of dfsel is used.

@@ -20,7 +20,7 @@ std::string compare_candidates(const float* z, const int32_t* g, const std::vect
     gv.push_back(z[g[j]]);
     dv.push_back(z[d[(size_t)j]]);
   }
-  // dfsel's order: raw logit descending, then id ascending (DESIGN section 2).
+  // dfsel's order: raw logit descending, then id ascending (SPEC section 3).
   for (int j = 1; j < K; ++j) {
     const bool ordered = dv[(size_t)j - 1] > dv[(size_t)j] || (dv[(size_t)j - 1] == dv[(size_t)j] && d[(size_t)j - 1] < d[(size_t)j]);
     if (!ordered) return "dfsel's candidates out of order at " + std::to_string(j);

@@ -34,7 +34,7 @@ def torch_or_skip():
     return torch
 
 
-# V, E, R, K, block_size: the z-lab DFlash2 sizes of DESIGN section 2
+# V, E, R, K, block_size: the z-lab DFlash2 sizes of SPEC section 1
 REALISTIC = dict(V=248320, E=5120, R=256, K=16, block_size=16)
 
 

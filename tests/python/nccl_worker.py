@@ -32,7 +32,7 @@ def rank_main(rank, n_ranks, uid, conn, cfg):
                 plan.check(timeout_ms=120000)
                 results[(placement, temperature)] = {k: v.cpu().numpy().tobytes() for k, v in out.as_dict().items()}
             plan.close()
-        if rank == 0:  # one shard holding the whole vocabulary: the same bits (DESIGN section 2)
+        if rank == 0:  # one shard holding the whole vocabulary: the same bits (SPEC section 4.8)
             one = p.plan()
             for temperature in (0.0, 0.9):
                 out = one.run(p.logits, p.hidden, p.anchors, temperature=temperature, seed=5)

@@ -1,4 +1,4 @@
-"""DESIGN section 2 in NumPy, written from the design brief for these tests and sharing no
+"""SPEC sections 2 to 5 in NumPy, written from the specification for these tests and sharing no
 code with the library: candidates, unary, gate, lattice scores in float64, and the bounds of
 float32 rounding that tell a real mismatch from a near-tie.
 
@@ -165,7 +165,7 @@ def _sample_choices(q, q_tol, u):
 
 def check_walk(cand, scores, tol, path, n_emitted, q, L, temperature, p_min, seed):
     """Follows the library's walk step by step and checks that each choice, each p_min stop and
-    each q row is what DESIGN section 2 gives from the float64 scores, up to the rounding of
+    each q row is what SPEC section 5 gives from the float64 scores, up to the rounding of
     scores (tol). Returns how many steps were near-ties that went the other way."""
     K = cand.shape[1]
     n_blocks = len(n_emitted)

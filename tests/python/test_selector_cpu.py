@@ -1,4 +1,4 @@
-"""The package on the CPU backend against the NumPy reference of DESIGN section 2, on random
+"""The package on the CPU backend against the NumPy reference of SPEC sections 2 to 5, on random
 problems: 1 to 3 shards through dfsel.run_group, both placements, F32 / F16 / BF16 logits and
 hidden states, F32 / F16 / BF16 / Q8_0 weights, greedy and sampling walks, p_min, ties, masked
 rows and NaN. Candidates must be exact, unary and scores within float32 rounding, every walk

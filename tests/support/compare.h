@@ -1,5 +1,5 @@
 // GPU-against-CPU comparisons: candidates bitwise, scores to float rounding, paths exactly
-// except at near-ties (DESIGN section 2: a step whose two best scores lie within rounding
+// except at near-ties (SPEC section 5.6: a step whose two best scores lie within rounding
 // may go either way).
 #pragma once
 

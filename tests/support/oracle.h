@@ -1,4 +1,4 @@
-// A brute-force oracle written straight from DESIGN section 2, in double precision, sharing
+// A brute-force oracle written straight from SPEC sections 2, 3 and 5, in double precision, sharing
 // no code with the reference: every full row sorted, every score summed from the definition.
 #pragma once
 

@@ -32,7 +32,7 @@ struct Data {
 
 Data make_data(const Case& c, uint64_t seed);
 
-// The model's shape at vocabulary V (DESIGN section 5: K 16, R 256, blocks of 16 tokens, BF16
+// The model's shape at vocabulary V (SPEC section 1: K 16, R 256, blocks of 16 tokens, BF16
 // codebooks), with E hidden elements and the given number of blocks.
 Case model_case(int64_t V, int64_t E, int blocks);
 

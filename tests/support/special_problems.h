@@ -2,7 +2,7 @@
 // that are all -inf, all NaN, all equal, huge, subnormal; Q8_0 codebooks with extreme scales;
 // softcap and logit_scale on huge inputs. The gate is g = 0 or g = e_kGateR (a one-hot vector),
 // so every score is u[j] plus one rounded product and the expected outcome follows from
-// DESIGN section 2 by hand (expected_outcome); kOnes (g = 1 for every r) is for overflow checks
+// SPEC sections 2 and 3 by hand (expected_outcome); kOnes (g = 1 for every r) is for overflow checks
 // against the oracle.
 #pragma once
 
@@ -61,7 +61,7 @@ std::vector<std::function<SpecialProblem()>> special_problems(Size size);
 // Vocabulary bounds of S equal-ish shards, each at least K wide.
 std::vector<int64_t> even_bounds(int64_t V, int S);
 
-// The outcome DESIGN section 2 prescribes (gates kZero and kOneHot), computed from the stored
+// The outcome SPEC sections 2 and 3 prescribe (gates kZero and kOneHot), computed from the stored
 // inputs without the library's code: candidates by (logit descending, NaN last, -0 == +0, id
 // ascending); unary m * z, or c * tanh(m * z / c) (exact when it saturates to ±c or is ±0,
 // else approximate: see check_expected); the product sum of a score is +0 for g = 0 and the single
