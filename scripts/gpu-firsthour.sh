@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-gpu}
 export NCCL_NVLS_ENABLE=0
+export DFSEL_REQUIRE_GPU=1  # a CUDA machine: a GPU test that finds no working GPU fails, not skips
 bash scripts/build.sh "$dir"
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"
 "$dir/tools/dfsel" --backend cuda --steps 3

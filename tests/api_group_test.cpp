@@ -54,7 +54,9 @@ TEST(ApiGroup, PlansThatDescribeAnotherSelectorAreRefused) {
        "plans[1] has shard.rank = 0, which another rank of the group has too"},
   };
   const Case c = two_shard_case();
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   for (const Mismatch& m : cases) {
     RunOpts r = two_shards();
     r.edit_desc = m.edit;
@@ -71,7 +73,9 @@ TEST(ApiGroup, PlansThatDescribeAnotherSelectorAreRefused) {
 
 TEST(ApiGroup, ACallThatNamesNoPlanChangesNoPlansRecord) {
   const Case c = two_shard_case();
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   Session s(c, d, two_shards());
   Result created;
   ASSERT_EQ(s.create(&created), DFSEL_SUCCESS) << created.error;

@@ -49,7 +49,9 @@ namespace dfsel::test {
 namespace {
 
 TEST(CpuAllocation, RunsAllocateNothingAfterTheFirst) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   Case c;
   c.V = 5000;
   c.E = 256;
@@ -77,7 +79,9 @@ TEST(CpuAllocation, RunsAllocateNothingAfterTheFirst) {
 
 // The same for DSpark chains: one rank and three, greedy and sampling.
 TEST(CpuAllocation, DSparkRunsAllocateNothingAfterTheFirst) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   DSparkCase c;
   c.V = c.V_target = 3000;
   c.E = 16;

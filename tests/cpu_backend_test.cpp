@@ -84,7 +84,9 @@ void threads(int, dfsel_plan_desc* desc) { desc->n_threads = N; }
 const std::vector<void (*)(int, dfsel_plan_desc*)> kThreadCounts = {threads<1>, threads<2>, threads<3>, threads<0>};
 
 TEST(CpuBackend, BitwiseTheReferenceOnRandomShapesAndTypes) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const dfsel_type floats[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16};
   const dfsel_type weights[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0};
   for (int i = 0; i < 32; ++i) {
@@ -109,7 +111,9 @@ TEST(CpuBackend, BitwiseTheReferenceOnRandomShapesAndTypes) {
 }
 
 TEST(CpuBackend, BitwiseTheReferenceOnSpecialValues) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (Special s : {Special::kTies, Special::kNaN, Special::kNegInf, Special::kShortRows, Special::kAllEqual,
                     Special::kMixed})
     for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
@@ -127,14 +131,16 @@ TEST(CpuBackend, BitwiseTheReferenceOnSpecialValues) {
 
 // Rows sorted ascending make every element a new candidate; descending, none after the first K.
 TEST(CpuBackend, SortedRowsAndRowsShorterThanAFilterBlock) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int64_t V : {1, 5, 31, 32, 33, 64, 65, 1000})
     for (int order = -1; order <= 1; ++order) {
       Case c;
       c.V = V;
       c.K = (int)std::min<int64_t>(V, 16);
-      const uint64_t seed = rng();
-      Data d = make_data(c, seed);
+      const uint64_t data_seed = rng();
+      Data d = make_data(c, data_seed);
       const int64_t n_tokens = (int64_t)c.blocks * c.block;
       for (int64_t t = 0; t < n_tokens && order != 0; ++t)
         for (int64_t v = 0; v < V; ++v)
@@ -147,7 +153,9 @@ TEST(CpuBackend, SortedRowsAndRowsShorterThanAFilterBlock) {
 }
 
 TEST(CpuBackend, EveryWorkerCountGivesBitwiseTheSameResult) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   Case c = model_case(20000, 512, 3);
   const Data d = make_data(c, rng());
   RunOpts one;

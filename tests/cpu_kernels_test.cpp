@@ -25,7 +25,9 @@ std::vector<float> randoms(size_t n, std::mt19937_64& rng) {
 
 TEST(CpuKernels, GateIsTheReferenceWithAndWithoutVectors) {
   if (!cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA: only the plain loops exist here";
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int32_t R : {1, 31, 32, 33, 256}) {
     const int64_t E = 1 + rng() % 700;
     const int32_t rows = 1 + rng() % 7;
@@ -48,7 +50,9 @@ TEST(CpuKernels, GateIsTheReferenceWithAndWithoutVectors) {
 
 TEST(CpuKernels, LatticeIsTheReferenceWithAndWithoutVectors) {
   if (!cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA: only the plain loops exist here";
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int32_t K : {1, 7, 16, 17, 64})
     for (int32_t R : {1, 33, 256}) {
       const int32_t kp = (K + 15) / 16 * 16;
@@ -68,7 +72,9 @@ TEST(CpuKernels, LatticeIsTheReferenceWithAndWithoutVectors) {
 }
 
 TEST(CpuKernels, TopKIsTheReferenceWithAndWithoutVectors) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (int i = 0; i < 40; ++i) {
       const int64_t n = 1 + rng() % 3000;

@@ -24,12 +24,16 @@ void expect_bitwise(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r) 
 }
 
 TEST(DSparkCpu, BitwiseTheReferenceOnRandomDrafts) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (const auto& [c, r] : random_dspark_runs(rng, 40)) expect_bitwise(c, rng(), r);
 }
 
 TEST(DSparkCpu, BitwiseTheReferenceOnSpecialValues) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (const auto& [c, r] : special_dspark_runs(rng)) expect_bitwise(c, rng(), r);
 }
 

@@ -138,7 +138,9 @@ void expect_rules(const PassCase& c, uint64_t seed) {
 }
 
 TEST(DSparkPass, EveryInstructionSetIsTheRulesOnManyShapes) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const dfsel_type w2_types[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0};
   const dfsel_type z_types[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16};
   for (int i = 0; i < 300; ++i) {
@@ -160,7 +162,9 @@ TEST(DSparkPass, EveryInstructionSetIsTheRulesOnManyShapes) {
 }
 
 TEST(DSparkPass, WideRowsOfEveryTypeAndBlockCount) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0})
     for (int32_t nb = 1; nb <= 9; ++nb) {
       PassCase c;

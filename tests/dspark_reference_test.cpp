@@ -24,21 +24,25 @@ void expect_oracle(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r) {
 }
 
 TEST(DSparkReference, MatchesTheOracleOnRandomDrafts) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (const auto& [c, r] : random_dspark_runs(rng, 40)) expect_oracle(c, rng(), r);
 }
 
 TEST(DSparkReference, MatchesTheOracleOnSpecialValues) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (const auto& [c, r] : special_dspark_runs(rng)) expect_oracle(c, rng(), r);
 }
 
 // The oracle is not fooled: a reference result with one token changed is refused.
 TEST(DSparkReference, OracleRefusesAChangedToken) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   DSparkCase c;
   c.V = c.V_target = 500;
-  const uint64_t seed = rng();
   const DSparkData d = make_dspark_data(c, seed);
   DSparkResult got = reference_dspark(c, d, DSparkRunOpts{});
   ASSERT_EQ(compare_dspark_with_oracle(c, d, DSparkRunOpts{}, got, 1e-4), "");
@@ -48,15 +52,17 @@ TEST(DSparkReference, OracleRefusesAChangedToken) {
 
 // Every shard count (1 to 4, uneven ranges) and both W1 placements give the same bits.
 TEST(DSparkReference, ShardCountsGiveBitwiseTheSameChain) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int i = 0; i < 12; ++i) {
     DSparkCase c = random_dspark_case(rng);
-    const uint64_t seed = rng();
-    const DSparkData d = make_dspark_data(c, seed);
+    const uint64_t data_seed = rng();
+    const DSparkData d = make_dspark_data(c, data_seed);
     DSparkRunOpts r = random_dspark_opts(c, rng);
     r.bounds.clear();
     r.placement = DFSEL_CODEBOOKS_REPLICATED;
-    SCOPED_TRACE(trace(c, seed, r));
+    SCOPED_TRACE(trace(c, data_seed, r));
     const DSparkResult one = run_dspark(c, d, r);
     ASSERT_EQ(one.status, DFSEL_SUCCESS) << one.error;
     for (int S = 2; S <= 4; ++S)

@@ -75,7 +75,9 @@ TEST(GpuFault, OutOfMemoryAtPlanCreationLeaksNothing) {
   DFSEL_REQUIRE_GPUS(1);
   Case c = small_case();
   c.blocks = 64;  // 960 drafted rows: a workspace of several MiB
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   RunOpts r;
   r.backend = DFSEL_BACKEND_CUDA;
   Session s(c, d, r);  // inputs and outputs are on the device before memory runs out
@@ -110,11 +112,13 @@ TEST(GpuFault, TwoPlansOnTwoStreamsRunAtOnce) {
   c2.block = 8;
   c2.blocks = 8;
   c2.logits_t = DFSEL_TYPE_BF16;
-  const Data d1 = make_data(c1, fresh_seed()), d2 = make_data(c2, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d1 = make_data(c1, seed), d2 = make_data(c2, seed + 1);
   RunOpts r1, r2;
   r1.backend = r2.backend = DFSEL_BACKEND_CUDA;
   r2.temperature = 0.7f;
-  r2.seed = fresh_seed();
+  r2.seed = seed + 2;
   const Result cpu1 = cpu_result(c1, d1, r1), cpu2 = cpu_result(c2, d2, r2);
   Session s1(c1, d1, r1), s2(c2, d2, r2);
   Result res;
@@ -154,7 +158,9 @@ TEST(GpuFault, CheckOnACapturingStreamLeavesTheCaptureIntact) {
   DFSEL_REQUIRE_GPUS(1);
   Case c = small_case();
   c.blocks = 2;
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   RunOpts r;
   r.backend = DFSEL_BACKEND_CUDA;
   Session s(c, d, r);
@@ -184,7 +190,9 @@ TEST(GpuFault, StreamOfAnotherDeviceIsRefused) {
   DFSEL_REQUIRE_GPUS(2);
   Case c = small_case();
   c.blocks = 2;
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   RunOpts r;
   r.backend = DFSEL_BACKEND_CUDA;  // the plan is on device 0
   Session s(c, d, r);
@@ -256,7 +264,9 @@ TEST(GpuFault, PeerAbortIsReportedAndANewCommunicatorWorks) {
   DFSEL_REQUIRE_GPUS(2);
   Case c = small_case();
   c.blocks = 2;
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   RunOpts r;
   r.backend = DFSEL_BACKEND_CUDA;
   r.nccl = true;

@@ -15,7 +15,9 @@ namespace {
 
 TEST(GpuGraph, CaptureOnceReplayWithNewInputs) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const Case c = model_case(124160, 512, 2);
   Data d = make_data(c, rng());
   const size_t cb_row = row_bytes(c.cb_t, c.R), nd = (size_t)c.blocks * (c.block - 1), n_tokens = (size_t)c.blocks * c.block;

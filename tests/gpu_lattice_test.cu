@@ -153,6 +153,7 @@ TEST(GpuGate, MatchesReference) {
       {1536, 72, DFSEL_TYPE_F32, DFSEL_TYPE_BF16, 9, 16, 0, 0},
   };
   uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (const GateCase& c : cases) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false));
   ASSERT_NO_FATAL_FAILURE(check_gate(cases[0], seed++, true));  // cluster launch in a graph
 }
@@ -168,6 +169,7 @@ TEST(GpuGate, EveryTileAndSplitMatchesReference) {
       {1536, 264, DFSEL_TYPE_F32, DFSEL_TYPE_BF16, 6, 16, 0, 16},
   };
   uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (const GateCase& c : cases)
     for (int tile = 0; tile < cuda::kGateTiles; ++tile)
       for (int split : {1, 3, 16}) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false, tile, split));
@@ -183,6 +185,7 @@ TEST(GpuGate, SmallShapesForSanitizers) {
       {768, 24, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, 2, 5, 16, 4},
   };
   uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (const GateCase& c : cases) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false));
   const GateCase big = {640, 72, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, 5, 16, 0, 0};
   for (int tile = 0; tile < cuda::kGateTiles; ++tile)
@@ -515,7 +518,7 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
                         {0.8f, 0.0f, 0.0f, 1.0f}, {1.3f, 0.1f, 20.0f, 0.7f}};
   const int ks[] = {1, 8, 16, 64}, rs[] = {32, 256};
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (int ki = 0; ki < 4; ++ki)
     for (int ri = 0; ri < 2; ++ri)
@@ -545,7 +548,7 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
 TEST(GpuLattice, EveryLoadWidthAndChunkOfR) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   struct Shape { int R, K; };
   for (Shape sh : {Shape{17, 8}, Shape{30, 16}, Shape{20, 16}, Shape{20, 64}, Shape{200, 16}, Shape{200, 64},
@@ -563,7 +566,7 @@ TEST(GpuLattice, EveryLoadWidthAndChunkOfR) {
 TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (bool sampling : {false, true})
     for (bool sharded : {false, true}) {
@@ -589,7 +592,7 @@ TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
 TEST(GpuLattice, CountersResetSoLaunchesAndGraphReplaysRepeat) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (int K : {16, 64}) {
     const Problem pb = make_problem(K, 256, DFSEL_TYPE_BF16, 4, 16, Mode{0.9f, 0.05f, 0, 1}, rng());
@@ -610,7 +613,7 @@ TEST(GpuLattice, CountersResetSoLaunchesAndGraphReplaysRepeat) {
 TEST(GpuLattice, SmallShapesForSanitizers) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (int K : {8, 16, 64})
     for (int ti = 0; ti < 4; ++ti) {

@@ -26,7 +26,9 @@ Case two_rank_case() { return model_case(248320, 1024, 2); }
 // communicator, in both placements.
 TEST(GpuNccl, OneRankCommunicatorGivesTheBitsOfNone) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const Case c = model_case(31040, 512, 2);
   const Data d = make_data(c, rng());
   for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
@@ -48,7 +50,9 @@ TEST(GpuNccl, OneRankCommunicatorGivesTheBitsOfNone) {
 
 TEST(GpuNccl, TwoRanksMatchCpuBothPlacements) {
   DFSEL_REQUIRE_GPUS(2);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const Case c = two_rank_case();
   const Data d = make_data(c, rng());
   for (bool uneven : {false, true})
@@ -92,7 +96,9 @@ TEST(GpuNccl, MismatchedRangeFailsOnEveryRank) {
   Case c = two_rank_case();
   c.V = 31040;
   c.blocks = 1;
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   RunOpts r;
   r.backend = DFSEL_BACKEND_CUDA;
   r.nccl = true;

@@ -81,12 +81,13 @@ TEST(GpuNumerics, WideAndTallRowsMatchCpu) {
 
 TEST(GpuNumerics, SamplingAndPMinMatchCpu) {
   DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (const auto& make : special_problems(Size::kNarrow)) {
     const SpecialProblem p = make();
     RunOpts o;
     o.temperature = 0.7f;
-    o.seed = fresh_seed();
-    SCOPED_TRACE("sampling seed " + std::to_string(o.seed));
+    o.seed = seed;
     expect_gpu_matches_cpu(p, o);
     o.temperature = 0.0f;
     o.p_min = 0.3f;

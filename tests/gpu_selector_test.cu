@@ -57,7 +57,9 @@ void expect_gpu_matches_cpu(const Case& c, uint64_t seed, const Variant& v) {
 
 TEST(GpuSelector, MatchesCpuOnRandomShapes) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const int64_t vocabs[] = {1000, 31040, 124160, 248320};
   const int ks[] = {1, 8, 16, 64};
   const dfsel_type acts[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16};
@@ -82,7 +84,9 @@ TEST(GpuSelector, MatchesCpuOnRandomShapes) {
 
 TEST(GpuSelector, ManyBlocks) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int blocks : {16, 64}) {
     const Case c = model_case(31040, 512, blocks);
     expect_gpu_matches_cpu(c, rng(), Variant{});
@@ -91,7 +95,9 @@ TEST(GpuSelector, ManyBlocks) {
 
 TEST(GpuSelector, SpecialValues) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (Special s : {Special::kTies, Special::kNaN, Special::kNegInf, Special::kShortRows, Special::kAllEqual,
                     Special::kMixed})
     for (int K : {1, 16, 64}) {
@@ -106,7 +112,9 @@ TEST(GpuSelector, SpecialValues) {
 
 TEST(GpuSelector, ShardsOnOneGpuBothPlacements) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int S : {2, 3, 8}) {
     for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
       Case c;
@@ -127,7 +135,9 @@ TEST(GpuSelector, ShardsOnOneGpuBothPlacements) {
 
 TEST(GpuSelector, ShardCountsGiveBitwiseTheSameResult) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   Case c;
   c.V = 50000;
   c.K = 16;
@@ -157,7 +167,9 @@ TEST(GpuSelector, ShardCountsGiveBitwiseTheSameResult) {
 
 TEST(GpuSelector, WalksSamplingAndPMin) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int i = 0; i < 6; ++i) {
     Case c;
     c.V = 31040;
@@ -179,7 +191,9 @@ TEST(GpuSelector, OutOfRangeAnchorIsReported) {
   c.V = 4000;
   c.K = 4;
   c.blocks = 3;
-  Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  Data d = make_data(c, seed);
   d.anchors[1] = 4000;
   RunOpts r;
   r.backend = DFSEL_BACKEND_CUDA;
@@ -196,7 +210,9 @@ TEST(GpuSelector, OutOfRangeAnchorIsReported) {
 // both placements, greedy with p_min and sampling, packed rows (E fits K + K*K).
 TEST(GpuSelector, SmallShapesForSanitizers) {
   DFSEL_REQUIRE_GPUS(1);
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int K : {1, 6})
     for (int S : {1, 3})
       for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {

@@ -241,6 +241,7 @@ void expect_matches_reference(const TopKCase& c, uint64_t seed) {
 TEST(GpuShardTopK, RowsAndColumns) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   struct Shape { int32_t rows; int64_t cols; };
   const Shape shapes[] = {{1, 1000},   {1, 248320},  {7, 124160},   {16, 124160}, {16, 248320},
                           {64, 31040}, {256, 31040}, {256, 124160}, {1024, 1000}, {1024, 31040}};
@@ -255,6 +256,7 @@ TEST(GpuShardTopK, RowsAndColumns) {
 TEST(GpuShardTopK, EveryKAndType) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (int32_t k : {1, 8, 16, 33, 64})
       for (int64_t cols : {(int64_t)k, (int64_t)1000, (int64_t)124160}) {
@@ -270,6 +272,7 @@ TEST(GpuShardTopK, EveryKAndType) {
 TEST(GpuShardTopK, SpecialValues) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (Fill f : {Fill::kTies, Fill::kAllEqual, Fill::kAscending, Fill::kSpecial, Fill::kFewFinite, Fill::kZerosAndNaN})
       for (int32_t k : {1, 16, 64})
@@ -287,6 +290,7 @@ TEST(GpuShardTopK, SpecialValues) {
 TEST(GpuShardTopK, UnalignedAndStridedRows) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (int64_t base : {0, 1, 3, 5, 7})
       for (int64_t pad : {0, 1, 6, 13}) {
@@ -306,6 +310,7 @@ TEST(GpuShardTopK, UnalignedAndStridedRows) {
 TEST(GpuShardTopK, SkipsAnchorRows) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (int32_t blocks : {1, 4, 17}) {
     TopKCase c;
     c.skip_anchor_rows = true;
@@ -320,6 +325,7 @@ TEST(GpuShardTopK, SkipsAnchorRows) {
 TEST(GpuShardTopK, SplitCounts) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (int sms : {1, 3, 16, 132, 1000})
     for (int32_t k : {8, 64}) {
       TopKCase c;
@@ -337,6 +343,7 @@ TEST(GpuShardTopK, SplitCounts) {
 TEST(GpuShardTopK, ForcedSplitCounts) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_BF16})
     for (int32_t k : {1, 16, 64})
       for (int32_t splits : {1, 2, 7, 33, std::min(2048 / k, 128)})
@@ -358,6 +365,7 @@ TEST(GpuShardTopK, ForcedSplitCounts) {
 TEST(GpuShardTopK, AdversarialLayouts) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (int32_t k : {8, 16, 33, 64})
       for (Fill f : {Fill::kStarved, Fill::kPeriodic})
@@ -541,6 +549,7 @@ TEST(GpuShardTopK, RunsWithKEqualToTheRow) {
 TEST(GpuShardTopK, SmallShapesForSanitizers) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (Fill f : {Fill::kRandom, Fill::kTies, Fill::kSpecial, Fill::kFewFinite, Fill::kZerosAndNaN, Fill::kStarved})
       for (int32_t k : {1, 16, 64})

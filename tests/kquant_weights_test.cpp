@@ -29,7 +29,9 @@ std::vector<uint8_t> to_bf16(dfsel_type t, const std::vector<uint8_t>& q, int64_
 }
 
 TEST(KQuantWeights, WidenedToBf16AtPlanCreation) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (dfsel_type t : {DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K}) {
     Case c;
     c.V = 700;

@@ -30,7 +30,9 @@ void walk_packed(const float* rows, size_t row_floats, int block_size, int K, fl
 }
 
 TEST(PackedWalker, ReproducesDfselPaths) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int i = 0; i < 12; ++i) {
     Case c;
     c.V = 2000 + rng() % 3000;

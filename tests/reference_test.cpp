@@ -25,7 +25,9 @@ void expect_matches_oracle(const Case& c, uint64_t seed, const RunOpts& run = Ru
 }
 
 TEST(Reference, MatchesOracleOnRandomShapes) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (int i = 0; i < 24; ++i) {
     Case c;
     c.V = 16 + rng() % 3000;
@@ -42,7 +44,9 @@ TEST(Reference, MatchesOracleOnRandomShapes) {
 }
 
 TEST(Reference, KEqualsOneAndKEqualsShard) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   Case c;
   c.K = 1;
   expect_matches_oracle(c, rng());
@@ -52,7 +56,9 @@ TEST(Reference, KEqualsOneAndKEqualsShard) {
 }
 
 TEST(Reference, SpecialValues) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (Special s : {Special::kTies, Special::kNaN, Special::kNegInf, Special::kShortRows, Special::kAllEqual,
                     Special::kMixed}) {
     for (int K : {1, 8, 16, 64}) {
@@ -71,7 +77,9 @@ TEST(Reference, ShortRowsStillYieldKCandidatesInOrder) {
   c.V = 300;
   c.K = 16;
   c.special = Special::kShortRows;
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   const Result r = run_case(c, d, RunOpts{});
   ASSERT_EQ(r.status, DFSEL_SUCCESS) << r.error;
   // Each row holds about 3 finite values: the rest of its 16 candidates are -inf, then NaN,
@@ -91,7 +99,9 @@ TEST(Reference, ShortRowsStillYieldKCandidatesInOrder) {
 }
 
 TEST(Reference, ShardedEqualsOneShardBitwise) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (dfsel_type cb : {DFSEL_TYPE_F32, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0}) {
     Case c;
     c.V = 900 + rng() % 500;
@@ -124,7 +134,9 @@ TEST(Reference, PackedRowsHoldIdsAndScores) {
   c.E = 64;
   c.block = 4;
   c.blocks = 3;
-  const Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Data d = make_data(c, seed);
   RunOpts run;
   run.packed_pad = 5;
   const Result r = run_case(c, d, run);
@@ -147,7 +159,9 @@ TEST(Reference, PackedRowsHoldIdsAndScores) {
 }
 
 TEST(Reference, PMinStopsTheWalk) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   for (float p_min : {0.05f, 0.2f, 0.5f, 0.9f}) {
     Case c;
     c.V = 400;
@@ -162,7 +176,7 @@ TEST(Reference, PMinStopsTheWalk) {
   Case c;
   RunOpts all;
   all.p_min = 1.0f;  // no choice has probability 1 among 8 finite scores
-  const Data d = make_data(c, fresh_seed());
+  const Data d = make_data(c, rng());
   const Result r = run_case(c, d, all);
   ASSERT_EQ(r.status, DFSEL_SUCCESS) << r.error;
   for (int b = 0; b < c.blocks; ++b) EXPECT_EQ(r.n_emitted[b], 0);
@@ -178,7 +192,9 @@ TEST(Reference, SamplingFollowsQ) {
   c.E = 32;
   c.block = 2;
   c.blocks = 12000;
-  Data d = make_data(c, fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  Data d = make_data(c, seed);
   for (int b = 1; b < c.blocks; ++b) {
     std::memcpy(&d.logits[(size_t)b * c.block * d.logits_nb1], d.logits.data(), c.block * d.logits_nb1);
     std::memcpy(&d.logits_f[(size_t)b * c.block * c.V], d.logits_f.data(), c.block * c.V * 4);
@@ -187,7 +203,7 @@ TEST(Reference, SamplingFollowsQ) {
   }
   RunOpts r;
   r.temperature = 2.0f;
-  r.seed = fresh_seed();
+  r.seed = seed + 1;
   r.packed = false;
   const Result x = run_case(c, d, r);
   ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
@@ -235,7 +251,9 @@ TEST(Reference, SamplingFollowsQ) {
 
 // Each stored type gives exactly the result of an F32 problem holding the same values.
 TEST(Reference, TypesMatchF32OfTheSameValues) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const dfsel_type act[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16};
   const dfsel_type wt[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0};
   for (dfsel_type lt : act)

@@ -28,7 +28,7 @@ TEST(GgmlBackend, NodeInAnAllocatedGraphOnTheCpuBackend) {
   const int K = 16, block = 16, blocks = 3;
   const int64_t T = (int64_t)blocks * block;
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
 
   std::unique_ptr<ggml_backend, void (*)(ggml_backend_t)> backend(ggml_backend_cpu_init(), ggml_backend_free);

@@ -38,7 +38,7 @@ dfsel_tensor view(const ggml_tensor* t) {
 TEST_P(LlamaCppGraph, GreedyTokensAreGgmls) {
   const Shape s = GetParam();
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int rows = s.from_anchor ? s.N : s.N + 1, n_tok = rows * s.blocks;
   GgmlContext ctx(256u << 20);

@@ -28,7 +28,7 @@ class GgmlDSparkWriter : public ::testing::TestWithParam<ggml_type> {};
 TEST_P(GgmlDSparkWriter, DraftLoadsInDfselWithGgmlsValues) {
   const ggml_type t = GetParam();
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t V = 300, VT = 420, R = 256, E = 256;
   GgmlContext ctx(32u << 20);

@@ -54,7 +54,7 @@ class GgmlWriter : public ::testing::TestWithParam<ggml_type> {};
 TEST_P(GgmlWriter, DraftLoadsInDfselWithTheSameMetadataAndTensors) {
   const ggml_type cb = GetParam();
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t V = 300, R = 256, E = 256;
   GgmlContext ctx(16u << 20);
@@ -168,7 +168,7 @@ TEST_P(DfselWriter, DraftLoadsInGgmlWithTheSameMetadataAndTensors) {
   o.softcap = 20.0f;
   o.other_tensors = true;
   o.seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(o.seed));
+  SCOPED_TRACE("seed=" + std::to_string(o.seed));
   const Draft draft = make_draft(o);
   TempDir dir;
   const std::string path = dir.file("dfsel.gguf");

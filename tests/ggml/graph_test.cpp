@@ -43,7 +43,7 @@ dfsel_tensor view(const ggml_tensor* t) {
 TEST_P(GgmlGraph, NodeEqualsGgmlOpsAndThePlan) {
   const GraphCase& c = GetParam();
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE(std::string(c.name) + ", seed " + std::to_string(seed));
+  SCOPED_TRACE(std::string(c.name) + ", seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t V = c.V, E = c.E, T = (int64_t)c.blocks * kBlock;
   const size_t cb_bytes = 2 * ggml_row_size(c.cb_t, kR + c.weight_pad) * V, z_bytes = (size_t)(V + c.logits_pad) * T * 4;

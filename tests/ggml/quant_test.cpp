@@ -63,7 +63,7 @@ class GgmlQuantised : public ::testing::TestWithParam<ggml_type> {};
 TEST_P(GgmlQuantised, RowsDecodeBitwiseAsGgmlToFloat) {
   const ggml_type type = GetParam();
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + ", " + ggml_type_name(type));
+  SCOPED_TRACE("seed=" + std::to_string(seed) + ", " + ggml_type_name(type));
   std::mt19937_64 rng(seed);
   const int64_t rows = 60, n = 1024;
   const std::vector<float> x = varied_rows(rng, rows, n);
@@ -126,7 +126,7 @@ double bf16_bound(const std::vector<float>& ep, const std::vector<float>& en, co
 TEST_P(GgmlQuantised, PlanOnGgmlBlocksGivesTheLatticeOfGgmlFloats) {
   const ggml_type type = GetParam();
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + ", " + ggml_type_name(type));
+  SCOPED_TRACE("seed=" + std::to_string(seed) + ", " + ggml_type_name(type));
   std::mt19937_64 rng(seed);
   const int64_t V = 2000, E = 512;
   const int R = 256, K = 16, block = 16, blocks = 2;

@@ -1,27 +1,73 @@
-// GPU test support: skip cleanly without a GPU, RAII device buffers, poisoned outputs.
+// GPU test support: skip cleanly without a GPU (or fail, under DFSEL_REQUIRE_GPU=1), RAII
+// device buffers, poisoned outputs.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace dfsel::test {
 
-inline int gpu_count() {
+// The CUDA GPUs this process can use: cudaGetDeviceCount, and a context made on device 0 (a
+// driver that counts devices may still fail to start one). `why` says why there are none.
+struct GpuProbe {
+  int count = 0;
+  std::string why;
+};
+
+inline GpuProbe probe_gpus() {
+  GpuProbe p;
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    p.why = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+  } else if (n == 0) {
+    p.why = "cudaGetDeviceCount found no CUDA device";
+  } else {
+    int current = 0;
+    cudaGetDevice(&current);
+    e = cudaSetDevice(0);
+    if (e == cudaSuccess) e = cudaFree(nullptr);  // makes device 0's context
+    cudaSetDevice(current);
+    if (e == cudaSuccess) p.count = n;
+    else p.why = std::string("creating a CUDA context on device 0 failed: ") + cudaGetErrorName(e) + ": " +
+                 cudaGetErrorString(e);
   }
-  return n;
+  cudaGetLastError();
+  return p;
 }
 
-#define DFSEL_REQUIRE_GPUS(n)                                                              \
-  do {                                                                                     \
-    const int have_ = ::dfsel::test::gpu_count();                                          \
-    if (have_ < (n)) GTEST_SKIP() << "needs " << (n) << " CUDA GPU(s), found " << have_;    \
+// Probed once per process.
+inline const GpuProbe& gpu_probe() {
+  static const GpuProbe p = probe_gpus();
+  return p;
+}
+
+inline int gpu_count() { return gpu_probe().count; }
+
+// DFSEL_REQUIRE_GPU=1 (scripts/gpu-check.sh, python/run-gpu-tests.sh): this machine has a GPU,
+// so a GPU test that finds none working fails instead of skipping.
+inline bool gpu_required() {
+  const char* v = std::getenv("DFSEL_REQUIRE_GPU");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// Skips a test that needs n GPUs where fewer work. Under DFSEL_REQUIRE_GPU=1 no working GPU at
+// all is a failure that names the CUDA error, so that a GPU machine whose driver or device
+// fails does not pass every GPU test as skipped; fewer GPUs than n (two on a one-GPU machine)
+// still skips.
+#define DFSEL_REQUIRE_GPUS(n)                                                                   \
+  do {                                                                                          \
+    const ::dfsel::test::GpuProbe& gpus_ = ::dfsel::test::gpu_probe();                          \
+    if (gpus_.count == 0 && ::dfsel::test::gpu_required())                                      \
+      FAIL() << "DFSEL_REQUIRE_GPU=1 but no CUDA GPU works: " << gpus_.why;                     \
+    if (gpus_.count < (n))                                                                      \
+      GTEST_SKIP() << "needs " << (n) << " CUDA GPU(s), found " << gpus_.count                  \
+                   << (gpus_.why.empty() ? std::string() : " (" + gpus_.why + ")");             \
   } while (0)
 
 #define CUDA_OK(expr)                                                        \

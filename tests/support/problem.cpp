@@ -1,7 +1,11 @@
 #include "problem.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -63,6 +67,14 @@ Case model_case(int64_t V, int64_t E, int blocks) {
 }
 
 uint64_t fresh_seed() {
+  if (const char* v = std::getenv("DFSEL_TEST_SEED"); v != nullptr && *v != '\0') {
+    // Digits only: strtoull alone would take a sign, spaces or a tail and replay another seed.
+    const bool digits = std::all_of(v, v + std::strlen(v), [](char ch) { return ch >= '0' && ch <= '9'; });
+    errno = 0;
+    const unsigned long long seed = std::strtoull(v, nullptr, 10);
+    if (digits && errno == 0) return seed;
+    ADD_FAILURE() << "DFSEL_TEST_SEED=" << v << " is not a decimal 64-bit value; a fresh seed is used";
+  }
   static std::random_device rd;
   return ((uint64_t)rd() << 32) | rd();
 }

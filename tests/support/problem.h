@@ -36,7 +36,10 @@ Data make_data(const Case& c, uint64_t seed);
 // codebooks), with E hidden elements and the given number of blocks.
 Case model_case(int64_t V, int64_t E, int blocks);
 
-// A seed from std::random_device: every run tests fresh inputs (trace it to reproduce one).
+// A seed from std::random_device, so that every run tests fresh inputs; or, when the environment
+// variable DFSEL_TEST_SEED is set (a decimal 64-bit value), that value, which replays a failed
+// run. A test draws it once, derives the rest of its randomness from it, and names it in its
+// failure output: SCOPED_TRACE("seed=" + std::to_string(seed)) next to the draw.
 uint64_t fresh_seed();
 
 // Bytes of one F32, F16 or BF16 element.
