@@ -1,7 +1,7 @@
 // shard_topk against its peers (SPEC section 7), K = 16 unless named:
 //   ShardTopK             dfsel's one-launch top-K
 //   CubSegmentedSortTopK  sort every row with CUB's segmented radix sort, keep the first K
-//                         (what ggml-cuda's top_k does)
+//                         (the sort-based top-K: the full sort a generic argsort pays for)
 //   HostTopK              copy the rows to pinned host memory, top-K on the host (the CPU
 //                         selector path; dfsel's CPU reference does the selection)
 // Names carry the shape: ShardTopK/tokens:16/vocab:124160/f32/k:16. bytes = the logits read.

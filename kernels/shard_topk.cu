@@ -5,7 +5,7 @@
 // HBM), so the kernel streams 16-byte loads and keeps the per-element work to one max:
 //   - a row is cut into `splits` chunks, one CTA each, so that a few rows still cover the GPU;
 //   - a CTA folds its chunk tile by tile into a sorted top-K list in shared memory
-//     (block_select.cuh); a tile whose items all lie below the list's K-th key costs one
+//     (block/select.cuh); a tile whose items all lie below the list's K-th key costs one
 //     float max per element and one barrier, and the next tile's loads are already in flight;
 //   - each CTA of a split row writes its list to scratch and takes a ticket; the last CTA of
 //     the row merges the lists with the same block routine and writes the result, so a step is
