@@ -41,7 +41,7 @@ class Exchange {
 std::unique_ptr<Exchange> make_in_process_exchange(dfsel_backend kind);
 
 // The NCCL exchange of a plan of any kind: wraps nccl_comm after a set-up collective that checks
-// every rank's summary (`mine`, host/plan/group.h). Every rank joins it, also one whose own
+// every rank's summary (`mine`, host/exchange/group_rule.h). Every rank joins it, also one whose own
 // checks failed (local), so that a failure on one rank fails every rank instead of leaving
 // them waiting.
 struct RankSummary;

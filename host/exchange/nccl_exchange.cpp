@@ -1,6 +1,6 @@
 // NcclExchange: the all-gather of DESIGN section 3 on the caller's communicator. At set-up
 // every rank contributes a description of itself to one small all-gather and every rank
-// judges the whole table by the group rule (host/plan/group.h), so a mismatch fails on every
+// judges the whole table by the group rule (host/exchange/group_rule.h), so a mismatch fails on every
 // rank instead of hanging.
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -11,7 +11,7 @@
 
 #include "host/backend/cuda_status.h"
 #include "host/exchange/exchange.h"
-#include "host/plan/group.h"
+#include "host/exchange/group_rule.h"
 
 namespace dfsel {
 

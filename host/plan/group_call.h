@@ -1,6 +1,6 @@
 // What every group call (dfsel_run_group, dfsel_dspark_run_group) keeps and checks: its
 // scratch, its arguments, and that its plans make one group: one kind of exchange and backend, the same blocks, and (in
-// process) the whole group by the rule the NCCL set-up applies (host/plan/group.h).
+// process) the whole group by the rule the NCCL set-up applies (host/exchange/group_rule.h).
 #pragma once
 
 #include <vector>
