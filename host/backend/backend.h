@@ -9,24 +9,10 @@
 #include <memory>
 
 #include "dfsel/dfsel.h"
+#include "host/backend/plan_shape.h"
 #include "host/status.h"
-#include "kernels/common/exchange_layout.cuh"
-#include "kernels/common/selector_math.cuh"
 
 namespace dfsel {
-
-// Sizes and resolved defaults every layer derives from a validated description.
-struct PlanShape {
-  int32_t k, R, block_size, L;
-  int64_t n_vocab, n_embd, v_begin, v_end;
-  size_t cb_row_bytes;
-  bool sharded;
-  int32_t n_ranks;
-  Transform transform;  // logit_scale 0 resolved to 1
-  ExchangeLayout layout_for(int32_t n_blocks) const {
-    return make_exchange_layout(k, n_blocks, block_size, sharded, cb_row_bytes);
-  }
-};
 
 // What the exchange needs of a backend: its buffers, where they live and, for a device, the
 // event that marks its records ready for the peers of an in-process group.
