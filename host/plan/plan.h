@@ -49,6 +49,9 @@ Status create_plan(const dfsel_plan_desc* desc, dfsel_plan** out);
 // One step of n plans driven by this thread (host/plan/step.cpp).
 Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                  void* const* streams);
+// run_group's check that its plans describe one selector, are of one kind and, in process, are
+// the whole group (plan.cpp); all receives the plans' summaries.
+Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankSummary* all);
 // dfsel_plan_wait: the plan's last run completed, then what it found on the device.
 Status wait_plan(dfsel_plan* plan, void* stream, int64_t timeout_ms);
 
