@@ -59,7 +59,4 @@ Status make_cuda_backend(const dfsel_plan_desc& desc, const PlanShape& shape, st
 Status cuda_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
 Status cuda_device_count(int* n);
 
-// Workspace bytes of a validated description for a backend kind (CPU or CUDA).
-Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
-
 }  // namespace dfsel

@@ -59,6 +59,12 @@ Status resolve_backend(dfsel_backend asked, dfsel_backend* out) {
   return Status::success();
 }
 
+Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes) {
+  if (kind == DFSEL_BACKEND_CUDA) return cuda_workspace_bytes(desc, shape, bytes);
+  *bytes = cpu_workspace_bytes(desc, shape);
+  return Status::success();
+}
+
 Status create_plan(const dfsel_plan_desc* desc, dfsel_plan** out) {
   return create_plan_of_kind(desc, out, create_local, [](const dfsel_plan_desc& d) { return summarize(d); });
 }

@@ -45,6 +45,8 @@ namespace dfsel {
 
 // The backend a description asks for, AUTO resolved by what this build and machine have.
 Status resolve_backend(dfsel_backend asked, dfsel_backend* out);
+// Workspace bytes of a validated description for a resolved backend kind (CPU or CUDA).
+Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
 Status create_plan(const dfsel_plan_desc* desc, dfsel_plan** out);
 // One step of n plans driven by this thread (host/plan/step.cpp).
 Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
