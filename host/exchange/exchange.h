@@ -22,9 +22,10 @@ struct StepRank {
 class Exchange {
  public:
   virtual ~Exchange() = default;
-  // True when one call must drive every rank of the group (the in-process exchange); an NCCL
-  // group may be spread over processes and threads.
-  virtual bool needs_whole_group() const = 0;
+  // True for the NCCL exchange: its group may be spread over processes and threads, the set-up
+  // checked the whole group, and its communicator can fail asynchronously (health). False for
+  // an in-process exchange, whose one call must drive every rank of the group.
+  virtual bool is_nccl() const = 0;
   // Around this thread's all-gathers of one step (NCCL: one group call).
   virtual Status group_begin() { return Status::success(); }
   virtual Status group_end() { return Status::success(); }

@@ -38,7 +38,7 @@ constexpr uint32_t kSetupMagic = 0x64667332;  // "dfs2"
 class NcclExchange final : public Exchange {
  public:
   explicit NcclExchange(ncclComm_t comm) : comm_(comm) {}
-  bool needs_whole_group() const override { return false; }
+  bool is_nccl() const override { return true; }
   Status group_begin() override {
     const ncclResult_t r = ncclGroupStart();
     return r == ncclSuccess ? Status::success() : nccl_fail(r, comm_, "ncclGroupStart");
