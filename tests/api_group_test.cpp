@@ -1,6 +1,6 @@
 // In-process groups and the last error of dfsel_run_group, and the aliasing rule of dfsel.h,
 // on CPU plans: plans that describe different selectors are refused, each difference by name
-// (the rule the NCCL set-up applies, host/plan/group.h); a call that names no plan leaves every
+// (the rule the NCCL set-up applies, host/exchange/group_rule.h); a call that names no plan leaves every
 // plan's record as it was; outputs that share memory are refused before anything is written.
 #include <gtest/gtest.h>
 

@@ -9,24 +9,10 @@
 #include <memory>
 
 #include "dfsel/dfsel.h"
+#include "host/backend/plan_shape.h"
 #include "host/status.h"
-#include "kernels/common/exchange_layout.cuh"
-#include "kernels/common/selector_math.cuh"
 
 namespace dfsel {
-
-// Sizes and resolved defaults every layer derives from a validated description.
-struct PlanShape {
-  int32_t k, R, block_size, L;
-  int64_t n_vocab, n_embd, v_begin, v_end;
-  size_t cb_row_bytes;
-  bool sharded;
-  int32_t n_ranks;
-  Transform transform;  // logit_scale 0 resolved to 1
-  ExchangeLayout layout_for(int32_t n_blocks) const {
-    return make_exchange_layout(k, n_blocks, block_size, sharded, cb_row_bytes);
-  }
-};
 
 // What the exchange needs of a backend: its buffers, where they live and, for a device, the
 // event that marks its records ready for the peers of an in-process group.
@@ -72,8 +58,5 @@ size_t cpu_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape);
 Status make_cuda_backend(const dfsel_plan_desc& desc, const PlanShape& shape, std::unique_ptr<Backend>* out);
 Status cuda_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
 Status cuda_device_count(int* n);
-
-// Workspace bytes of a validated description for a backend kind (CPU or CUDA).
-Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
 
 }  // namespace dfsel

@@ -1,14 +1,8 @@
-// Backend choice by workspace kind, and the answers of a build without CUDA.
+// The answers of a build without CUDA.
 #include "host/backend/backend.h"
 #include "host/backend/device_memory.h"
 
 namespace dfsel {
-
-Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes) {
-  if (kind == DFSEL_BACKEND_CUDA) return cuda_workspace_bytes(desc, shape, bytes);
-  *bytes = cpu_workspace_bytes(desc, shape);
-  return Status::success();
-}
 
 #if !defined(DFSEL_WITH_CUDA)
 Status make_cuda_backend(const dfsel_plan_desc&, const PlanShape&, std::unique_ptr<Backend>*) {

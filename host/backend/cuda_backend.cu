@@ -10,7 +10,6 @@
 
 #include "host/backend/backend.h"
 #include "host/backend/cuda_status.h"
-#include "host/backend/device_memory.h"
 #include "kernels/gate.cuh"
 #include "kernels/pack_records.cuh"
 #include "kernels/score_lattice.cuh"
@@ -307,30 +306,6 @@ Status cuda_device_count(int* n) {
     return fail(DFSEL_NO_DEVICE, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
   }
   return Status::success();
-}
-
-Status device_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst) {
-  DeviceGuard g(device);
-  DFSEL_CUDA_TRY(cudaMemcpy2D(dst, row_bytes, src, pitch, row_bytes, (size_t)rows, cudaMemcpyDeviceToHost),
-                 "copying K-quant weights to the host");
-  return Status::success();
-}
-
-Status device_upload(const void* src, size_t bytes, int device, void** out) {
-  DeviceGuard g(device);
-  DFSEL_CUDA_TRY(cudaMalloc(out, bytes), "cudaMalloc of widened weights");
-  const cudaError_t e = cudaMemcpy(*out, src, bytes, cudaMemcpyHostToDevice);
-  if (e != cudaSuccess) {
-    cudaFree(*out);
-    *out = nullptr;
-    return cuda_fail(e, "uploading widened weights");
-  }
-  return Status::success();
-}
-
-void device_release(void* p, int device) {
-  DeviceGuard g(device);
-  cudaFree(p);
 }
 
 Status cuda_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes) {

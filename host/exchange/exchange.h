@@ -22,9 +22,10 @@ struct StepRank {
 class Exchange {
  public:
   virtual ~Exchange() = default;
-  // True when one call must drive every rank of the group (the in-process exchange); an NCCL
-  // group may be spread over processes and threads.
-  virtual bool needs_whole_group() const = 0;
+  // True for the NCCL exchange: its group may be spread over processes and threads, the set-up
+  // checked the whole group, and its communicator can fail asynchronously (health). False for
+  // an in-process exchange, whose one call must drive every rank of the group.
+  virtual bool is_nccl() const = 0;
   // Around this thread's all-gathers of one step (NCCL: one group call).
   virtual Status group_begin() { return Status::success(); }
   virtual Status group_end() { return Status::success(); }
@@ -41,7 +42,7 @@ class Exchange {
 std::unique_ptr<Exchange> make_in_process_exchange(dfsel_backend kind);
 
 // The NCCL exchange of a plan of any kind: wraps nccl_comm after a set-up collective that checks
-// every rank's summary (`mine`, host/plan/group.h). Every rank joins it, also one whose own
+// every rank's summary (`mine`, host/exchange/group_rule.h). Every rank joins it, also one whose own
 // checks failed (local), so that a failure on one rank fails every rank instead of leaving
 // them waiting.
 struct RankSummary;

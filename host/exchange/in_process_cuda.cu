@@ -12,7 +12,7 @@ namespace {
 
 class DeviceExchange final : public Exchange {
  public:
-  bool needs_whole_group() const override { return true; }
+  bool is_nccl() const override { return false; }
   Status all_gather(const StepRank* ranks, int n, int self, size_t bytes) override {
     const Endpoint& me = ranks[self].at;
     uint8_t* recv = static_cast<uint8_t*>(me.recv);

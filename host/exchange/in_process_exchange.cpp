@@ -12,7 +12,7 @@ namespace {
 
 class HostExchange final : public Exchange {
  public:
-  bool needs_whole_group() const override { return true; }
+  bool is_nccl() const override { return false; }
   Status all_gather(const StepRank* ranks, int n, int self, size_t bytes) override {
     uint8_t* recv = static_cast<uint8_t*>(ranks[self].at.recv);
     if (n == 1 && recv == ranks[self].at.send) return Status::success();  // one rank reads its own

@@ -1,6 +1,6 @@
 // NcclExchange: the all-gather of SPEC section 4.4 on the caller's communicator. At set-up
 // every rank contributes a description of itself to one small all-gather and every rank
-// judges the whole table by the group rule (host/plan/group.h), so a mismatch fails on every
+// judges the whole table by the group rule (host/exchange/group_rule.h), so a mismatch fails on every
 // rank instead of hanging.
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -11,7 +11,7 @@
 
 #include "host/backend/cuda_status.h"
 #include "host/exchange/exchange.h"
-#include "host/plan/group.h"
+#include "host/exchange/group_rule.h"
 
 namespace dfsel {
 
@@ -38,7 +38,7 @@ constexpr uint32_t kSetupMagic = 0x64667332;  // "dfs2"
 class NcclExchange final : public Exchange {
  public:
   explicit NcclExchange(ncclComm_t comm) : comm_(comm) {}
-  bool needs_whole_group() const override { return false; }
+  bool is_nccl() const override { return true; }
   Status group_begin() override {
     const ncclResult_t r = ncclGroupStart();
     return r == ncclSuccess ? Status::success() : nccl_fail(r, comm_, "ncclGroupStart");

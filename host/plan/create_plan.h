@@ -1,6 +1,6 @@
 // Plan creation for either plan kind (dfsel_plan_create, dfsel_dspark_plan_create): the plan
 // object, its own checks and set-up, and for a rank of an NCCL communicator the set-up exchange
-// in which the ranks compare their summaries (host/plan/group.h). Every rank joins that
+// in which the ranks compare their summaries (host/exchange/group_rule.h). Every rank joins that
 // exchange, also one whose own checks failed, so that its peers are told instead of waiting.
 #pragma once
 

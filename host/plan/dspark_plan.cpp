@@ -1,6 +1,6 @@
 // DSpark plan creation: everything a run needs is decided here, once. The CPU backend runs the
 // chain; this version's CUDA backend refuses it. NCCL plans agree with their peers through the
-// set-up exchange every plan kind shares (host/plan/group.h).
+// set-up exchange every plan kind shares (host/exchange/group_rule.h).
 #include <cinttypes>
 #include <new>
 

@@ -1,6 +1,6 @@
 // What every group call (dfsel_run_group, dfsel_dspark_run_group) keeps and checks: its
 // scratch, its arguments, and that its plans make one group: one kind of exchange and backend, the same blocks, and (in
-// process) the whole group by the rule the NCCL set-up applies (host/plan/group.h).
+// process) the whole group by the rule the NCCL set-up applies (host/exchange/group_rule.h).
 #pragma once
 
 #include <vector>
@@ -48,12 +48,12 @@ Status check_group_call(int n, Plan* const* plans, const Inputs* in, const Outpu
 template <class Plan, class Inputs, class Summarize>
 Status check_one_group(int n, Plan* const* plans, const Inputs* in, RankSummary* all, Summarize summarize) {
   const Plan& p0 = *plans[0];
-  const bool whole = p0.exchange->needs_whole_group();
+  const bool nccl = p0.exchange->is_nccl();
   for (int i = 0; i < n; ++i) {
     const Plan& p = *plans[i];
-    if (p.exchange->needs_whole_group() != whole)
+    if (p.exchange->is_nccl() != nccl)
       return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] %s an NCCL communicator but plans[0] %s", i,
-                  whole ? "has" : "has no", whole ? "has none" : "has");
+                  nccl ? "has no" : "has", nccl ? "has" : "has none");
     if (p.backend->kind() != p0.backend->kind())
       return fail(DFSEL_INVALID_ARGUMENT, "plans[%d] runs on another backend than plans[0]", i);
     if (in[i].n_blocks != in[0].n_blocks)
@@ -62,7 +62,7 @@ Status check_one_group(int n, Plan* const* plans, const Inputs* in, RankSummary*
   }
   for (int i = 0; i < n; ++i) all[i] = summarize(plans[i]->desc);
   // NCCL: the set-up checked the whole group; the plans of one call must still agree.
-  if (!whole) return check_same_selector(all, n, "plans");
+  if (nccl) return check_same_selector(all, n, "plans");
   if (n != p0.desc.shard.n_ranks)
     return fail(DFSEL_INVALID_ARGUMENT, "%d plans given for a group of shard.n_ranks = %d without an NCCL communicator; "
                 "pass every rank of the group", n, p0.desc.shard.n_ranks);

@@ -39,7 +39,7 @@ Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
 }  // namespace
 
 // The plans of one step must describe one selector and be of one kind; an in-process group
-// must be the whole group, by the same rule the NCCL set-up applies (host/plan/group.h).
+// must be the whole group, by the same rule the NCCL set-up applies (host/exchange/group_rule.h).
 Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankSummary* all) {
   return check_one_group(n, plans, in, all, [](const dfsel_plan_desc& d) { return summarize(d); });
 }
@@ -56,6 +56,12 @@ Status resolve_backend(dfsel_backend asked, dfsel_backend* out) {
   } else {
     *out = n > 0 ? DFSEL_BACKEND_CUDA : DFSEL_BACKEND_CPU;
   }
+  return Status::success();
+}
+
+Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes) {
+  if (kind == DFSEL_BACKEND_CUDA) return cuda_workspace_bytes(desc, shape, bytes);
+  *bytes = cpu_workspace_bytes(desc, shape);
   return Status::success();
 }
 

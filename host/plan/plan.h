@@ -45,10 +45,15 @@ namespace dfsel {
 
 // The backend a description asks for, AUTO resolved by what this build and machine have.
 Status resolve_backend(dfsel_backend asked, dfsel_backend* out);
+// Workspace bytes of a validated description for a resolved backend kind (CPU or CUDA).
+Status workspace_bytes(dfsel_backend kind, const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes);
 Status create_plan(const dfsel_plan_desc* desc, dfsel_plan** out);
 // One step of n plans driven by this thread (host/plan/step.cpp).
 Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                  void* const* streams);
+// run_group's check that its plans describe one selector, are of one kind and, in process, are
+// the whole group (plan.cpp); all receives the plans' summaries.
+Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankSummary* all);
 // dfsel_plan_wait: the plan's last run completed, then what it found on the device.
 Status wait_plan(dfsel_plan* plan, void* stream, int64_t timeout_ms);
 

@@ -15,8 +15,6 @@
 
 namespace dfsel {
 
-Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankSummary* all);  // plan.cpp
-
 Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                  void* const* streams) {
   DFSEL_TRY(check_group_call(n, plans, in, out));

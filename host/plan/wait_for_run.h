@@ -15,7 +15,7 @@ namespace dfsel {
 template <class Plan>
 Status wait_for_run(Plan* plan, void* stream, int64_t timeout_ms) {
   using Clock = std::chrono::steady_clock;
-  const bool nccl = !plan->exchange->needs_whole_group();
+  const bool nccl = plan->exchange->is_nccl();
   if (timeout_ms < 0 && !nccl) {
     DFSEL_TRY(plan->backend->wait(stream));
   } else {

@@ -1,0 +1,36 @@
+// The device copies of plan creation's K-quant widening (device_memory.h): the quantised rows
+// read to the host, their BF16 copies uploaded and released. They are CUDA runtime calls, so
+// they are compiled with the CUDA backend; the widening itself is host/plan/widen_weights.cpp,
+// and a build without CUDA answers DFSEL_UNSUPPORTED (backend_stubs.cpp).
+#include <cuda_runtime.h>
+
+#include "host/backend/cuda_status.h"
+#include "host/backend/device_memory.h"
+
+namespace dfsel {
+
+Status device_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst) {
+  DeviceGuard g(device);
+  DFSEL_CUDA_TRY(cudaMemcpy2D(dst, row_bytes, src, pitch, row_bytes, (size_t)rows, cudaMemcpyDeviceToHost),
+                 "copying K-quant weights to the host");
+  return Status::success();
+}
+
+Status device_upload(const void* src, size_t bytes, int device, void** out) {
+  DeviceGuard g(device);
+  DFSEL_CUDA_TRY(cudaMalloc(out, bytes), "cudaMalloc of widened weights");
+  const cudaError_t e = cudaMemcpy(*out, src, bytes, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    cudaFree(*out);
+    *out = nullptr;
+    return cuda_fail(e, "uploading widened weights");
+  }
+  return Status::success();
+}
+
+void device_release(void* p, int device) {
+  DeviceGuard g(device);
+  cudaFree(p);
+}
+
+}  // namespace dfsel
