@@ -28,7 +28,8 @@
 namespace dfsel::cuda {
 namespace {
 
-constexpr int kMaxSplit = 16;  // the largest cluster (non-portable; 8 is portable)
+constexpr int kMaxSplit = 16;      // the largest cluster (non-portable)
+constexpr int kPortableSplit = 8;  // every sm_90 part launches clusters of 8
 
 // Warps along M (rows), N (W_h rows) and K; mma tiles per warp along M and N; elements per
 // stage; stages in flight; CTAs per SM the launch bounds ask for.
@@ -342,12 +343,50 @@ const char* gate_tile_name(int tile) {
   return tile >= 0 && tile < kGateTiles ? names[tile] : "?";
 }
 
+namespace {
+
+// Whether a cluster of kMaxSplit small-tile CTAs (non-portable above 8) can be resident on the
+// current device: not on every part (a MIG slice may hold fewer SMs a GPC). The instance with
+// the most shared memory (F32 rows staged as floats) stands for all. A failed query is a no.
+bool largest_cluster_fits() {
+  auto* kernel = gate_kernel<SmallTile, DFSEL_TYPE_F32, DFSEL_TYPE_F32, false>;
+  constexpr int kBytes = Smem<SmallTile, DFSEL_TYPE_F32, DFSEL_TYPE_F32, false>::kBytes;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) != cudaSuccess ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kMaxSplit);
+  cfg.blockDim = dim3(SmallTile::kThreads);
+  cfg.dynamicSmemBytes = kBytes;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kMaxSplit;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return n >= 1;
+}
+
+}  // namespace
+
 cudaError_t gate_device(int device, GateDevice* out) {
   *out = GateDevice{};
   cudaError_t e = cudaDeviceGetAttribute(&out->num_sms, cudaDevAttrMultiProcessorCount, device);
   int clusters = 0;
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device);
-  out->max_split = clusters ? kMaxSplit : 1;
+  int current = -1;
+  if (e == cudaSuccess) e = cudaGetDevice(&current);
+  // Clusters of 16 where the device holds one (the query needs the device current), else
+  // the portable 8.
+  out->max_split = !clusters ? 1 : current == device && largest_cluster_fits() ? kMaxSplit : kPortableSplit;
   out->force_tile = -1;
   out->force_split = 0;
   return e;

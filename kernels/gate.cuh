@@ -28,7 +28,8 @@ struct GateArgs {
 // overrides that benchmarks and tests set (a plan leaves them at "choose").
 struct GateDevice {
   int num_sms;
-  int max_split;    // the largest cluster n_embd is split over (16: non-portable clusters)
+  int max_split;    // the largest cluster n_embd is split over: 16 (non-portable) where the
+                    // device holds one, else 8
   int force_tile;   // -1: chosen by the row count; else kGateTiles index (gate.cu)
   int force_split;  // 0: chosen; else the cluster size (a power of two: rounded down; at most
                     // the n_embd stages)
