@@ -171,6 +171,7 @@ cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream)
   if (a.n_rows == 0) return cudaSuccess;
   const dim3 grid((unsigned)a.n_rows, (unsigned)splits);
   const size_t parts = parts_offset(num_sms);
+  cudaError_t e = cudaSuccess;
   dispatch_float_type(a.type, [&](auto T) {
     // Vectors of a chunk: the row's vectors (at most this many, whatever its alignment) over splits.
     constexpr int V = Elem<T.value>::kVec;
@@ -181,13 +182,14 @@ cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream)
       // Beside another kernel, ask for the most shared memory (the least L1, which streaming
       // reads do not use): an SM's split is set by the kernel that reaches it first, and the
       // default for this one (about 64 KB) leaves no room for the gate's CTA.
-      if (a.shares_sms && cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                               cudaSharedmemCarveoutMaxShared) != cudaSuccess)
-        return;
+      if (a.shares_sms)
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+      if (e != cudaSuccess) return;
       kernel<<<grid, kSelectThreads, 0, stream>>>(a, chunk_vecs, parts);
+      e = cudaGetLastError();
     });
   });
-  return cudaGetLastError();
+  return e;
 }
 
 }  // namespace dfsel::cuda
