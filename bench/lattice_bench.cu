@@ -1,7 +1,8 @@
 // The kernels after the top-K, alone, at the SelectorStep shape (V = 248320, R = 256, K = 16,
 // block 16, n_embd 5120, BF16 W_h and codebooks, F32 hidden), CUDA-graph replayed:
 //   Gate          g = W_h . h for every drafted row (bytes: W_h + hidden rows)
-//   ScoreLattice  merge + K x K lattice + walk from one rank's records (bytes: codebook rows)
+//   ScoreLattice  merge + K x K lattice + walk from S ranks' records (bytes: the merged
+//                 candidates' codebook rows); replicated or sharded, greedy or sampling
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -11,6 +12,7 @@
 #include "bench_data.cuh"
 #include "bench_util.cuh"
 #include "kernels/gate.cuh"
+#include "kernels/pack_records.cuh"
 #include "kernels/score_lattice.cuh"
 
 namespace dfsel::bench {
@@ -60,46 +62,81 @@ void gate_bench(benchmark::State& state, int blocks, int tile, int split) {
   });
 }
 
-void lattice_bench(benchmark::State& state, int blocks) {
-  const int rows = blocks * kL;
-  const ExchangeLayout l = make_exchange_layout(kK, blocks, kBlock, false, (size_t)kR * 2);
-  // One rank's records: K distinct ids per row in candidate order.
-  std::vector<uint8_t> send(l.bytes, 0);
-  CandRec* c = reinterpret_cast<CandRec*>(send.data());
-  std::mt19937_64 rng(7);
-  for (int d = 0; d < rows; ++d)
-    for (int j = 0; j < kK; ++j) c[(size_t)d * kK + j] = CandRec{10.0f - j * 0.25f, (int32_t)(rng() % kVocab)};
-  std::vector<int32_t> anchors(blocks);
-  for (auto& x : anchors) x = (int32_t)(rng() % kVocab);
-  DeviceMem recv, ep, en, g, an, lattice, choices, counters, err, path, n_emitted;
-  if (!cuda_ok(state, recv.alloc(l.bytes), "cudaMalloc") ||
-      !cuda_ok(state, ep.alloc((size_t)kVocab * kR * 2), "cudaMalloc") ||
-      !cuda_ok(state, en.alloc((size_t)kVocab * kR * 2), "cudaMalloc") ||
+// One ScoreLattice case: S simulated ranks, replicated or sharded records, greedy or sampling.
+struct LatticeCase {
+  int blocks, ranks;
+  bool sharded;
+  float temperature, p_min;
+};
+
+// Every call reads the records (and anchors) of the next of enough copies that their codebook
+// rows, random rows of two 127 MB tables, come from HBM as in a decode step; g, written by the
+// gate just before, is one copy. Rank r's candidates are K distinct ids of its vocabulary range,
+// their logits interleaved with the other ranks' so that the merge has work to do. Sharded
+// records carry the rows, copied into them by pack_records at set-up.
+void lattice_bench(benchmark::State& state, LatticeCase lc) {
+  const int rows = lc.blocks * kL, S = lc.ranks;
+  const size_t row_b = (size_t)kR * 2;
+  const ExchangeLayout l = make_exchange_layout(kK, lc.blocks, kBlock, lc.sharded, row_b);
+  const double rows_read = (double)rows * kK * 2 * row_b;  // the merged candidates' rows
+  const size_t touched = (size_t)rows_read + (size_t)S * l.bytes;
+  const int copies = (int)std::min<size_t>((2 * kL2Bytes + touched - 1) / touched, 512);
+  DeviceMem recv, ep, en, g, an, lattice, choices, counters, err, path, n_emitted, q;
+  if (!cuda_ok(state, recv.alloc(l.bytes * S * copies), "cudaMalloc") ||
+      !cuda_ok(state, ep.alloc((size_t)kVocab * row_b), "cudaMalloc") ||
+      !cuda_ok(state, en.alloc((size_t)kVocab * row_b), "cudaMalloc") ||
       !cuda_ok(state, g.alloc((size_t)rows * kR * 4), "cudaMalloc") ||
-      !cuda_ok(state, an.alloc((size_t)blocks * 4), "cudaMalloc") ||
+      !cuda_ok(state, an.alloc((size_t)lc.blocks * 4 * copies), "cudaMalloc") ||
       !cuda_ok(state, lattice.alloc((size_t)rows * kK * kK * 4), "cudaMalloc") ||
       !cuda_ok(state, choices.alloc((size_t)rows * kK * sizeof(int2)), "cudaMalloc") ||
-      !cuda_ok(state, counters.alloc((size_t)blocks * 4), "cudaMalloc") ||
+      !cuda_ok(state, counters.alloc((size_t)lc.blocks * 4), "cudaMalloc") ||
       !cuda_ok(state, err.alloc(4), "cudaMalloc") || !cuda_ok(state, path.alloc((size_t)rows * 4), "cudaMalloc") ||
-      !cuda_ok(state, n_emitted.alloc((size_t)blocks * 4), "cudaMalloc"))
+      !cuda_ok(state, n_emitted.alloc((size_t)lc.blocks * 4), "cudaMalloc") ||
+      !cuda_ok(state, q.alloc((size_t)rows * kK * 4), "cudaMalloc"))
     return;
-  cudaMemcpy(recv.get(), send.data(), l.bytes, cudaMemcpyHostToDevice);
-  cudaMemcpy(an.get(), anchors.data(), anchors.size() * 4, cudaMemcpyHostToDevice);
-  cudaMemset(counters.get(), 0, (size_t)blocks * 4);
+  cudaMemset(recv.get(), 0, l.bytes * S * copies);
+  cudaMemset(counters.get(), 0, (size_t)lc.blocks * 4);
   cudaMemset(err.get(), 0, 4);
   fill_hashed(ep.get(), DFSEL_TYPE_BF16, (size_t)kVocab * kR, 0.1f, 3);
   fill_hashed(en.get(), DFSEL_TYPE_BF16, (size_t)kVocab * kR, 0.1f, 4);
   fill_hashed(g.get(), DFSEL_TYPE_F32, (size_t)rows * kR, 1.0f, 5);
+  std::mt19937_64 rng(7);
+  std::vector<int32_t> anchors((size_t)lc.blocks * copies);
+  for (auto& x : anchors) x = (int32_t)(rng() % kVocab);
+  cudaMemcpy(an.get(), anchors.data(), anchors.size() * 4, cudaMemcpyHostToDevice);
+  std::vector<uint8_t> send(l.rows_off);
+  for (int c = 0; c < copies; ++c)
+    for (int r = 0; r < S; ++r) {
+      const int64_t vb = kVocab * r / S, ve = kVocab * (r + 1) / S;
+      CandRec* cands = reinterpret_cast<CandRec*>(send.data());
+      for (int d = 0; d < rows; ++d) {
+        std::vector<int32_t> ids;
+        while ((int)ids.size() < kK) {
+          const int32_t id = (int32_t)(vb + (int64_t)(rng() % (uint64_t)(ve - vb)));
+          if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+        }
+        for (int j = 0; j < kK; ++j) cands[(size_t)d * kK + j] = CandRec{10.0f - (j * S + r) * 0.25f, ids[j]};
+      }
+      uint8_t* dst = recv.as<uint8_t>() + ((size_t)c * S + r) * l.bytes;
+      cudaMemcpy(dst, send.data(), send.size(), cudaMemcpyHostToDevice);
+      if (!lc.sharded) continue;
+      cuda::PackRecordsArgs p{dst, l, ep.as<uint8_t>() + vb * row_b, en.as<uint8_t>() + vb * row_b, row_b, row_b,
+                              vb, ve, an.as<int32_t>() + (size_t)c * lc.blocks};
+      if (!cuda_ok(state, cuda::pack_records(p, nullptr), "pack_records")) return;
+    }
+  if (!cuda_ok(state, cudaDeviceSynchronize(), "set-up")) return;
   cuda::LatticeArgs a{};
-  a.rows = RowSource{recv.as<uint8_t>(), l, 1, ep.as<uint8_t>(), en.as<uint8_t>(), (size_t)kR * 2, kVocab};
+  a.rows = RowSource{recv.as<uint8_t>(), l, S, ep.as<uint8_t>(), en.as<uint8_t>(), row_b, kVocab};
   a.k = kK;
   a.R = kR;
   a.block_size = kBlock;
-  a.n_blocks = blocks;
+  a.n_blocks = lc.blocks;
   a.transform = Transform{1.0f, 0.0f};
   a.cb_type = DFSEL_TYPE_BF16;
   a.anchors = an.as<int32_t>();
   a.g = g.as<float>();
+  a.walk = WalkParams{lc.temperature, lc.p_min, 11};
+  a.q = lc.temperature > 0.0f ? q.as<float>() : nullptr;
   a.path = path.as<int32_t>();
   a.n_emitted = n_emitted.as<int32_t>();
   a.n_embd = kEmbd;
@@ -109,8 +146,12 @@ void lattice_bench(benchmark::State& state, int blocks) {
   a.error = err.as<int32_t>();
   cuda::LatticeLaunch launch{};
   if (!cuda_ok(state, cuda::lattice_launch(a, 0, &launch), "lattice_launch")) return;
-  time_graph(state, 1, (double)rows * kK * 2 * kR * 2,
-             [&](int, cudaStream_t st) { return cuda::score_lattice(a, launch, st); });
+  state.counters["copies"] = copies;
+  time_graph(state, copies, rows_read, [&](int c, cudaStream_t st) {
+    a.rows.recv = recv.as<uint8_t>() + (size_t)c * S * l.bytes;
+    a.anchors = an.as<int32_t>() + (size_t)c * lc.blocks;
+    return cuda::score_lattice(a, launch, st);
+  });
 }
 
 const bool registered = [] {
@@ -119,8 +160,17 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks, -1, 0)
         ->UseManualTime()->Unit(benchmark::kMicrosecond);
     if (blocks <= 16)
-      benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, blocks)
+      benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, LatticeCase{blocks, 1, false, 0, 0})
           ->UseManualTime()->Unit(benchmark::kMicrosecond);
+    if (blocks == 1) {
+      for (bool sharded : {false, true})
+        benchmark::RegisterBenchmark(("ScoreLattice" + shape + (sharded ? "/sharded" : "/replicated") + "/ranks:2").c_str(),
+                                     lattice_bench, LatticeCase{blocks, 2, sharded, 0, 0})
+            ->UseManualTime()->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("ScoreLattice" + shape + "/sampling").c_str(), lattice_bench,
+                                   LatticeCase{blocks, 1, false, 0.8f, 0.05f})
+          ->UseManualTime()->Unit(benchmark::kMicrosecond);
+    }
     // The sweep the gate's tile choice and n_embd split are tuned on (cluster sizes over 8 are
     // non-portable; the split is clamped to the tile's n_embd stages).
     for (int tile = 0; tile < cuda::kGateTiles; ++tile)
