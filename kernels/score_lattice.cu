@@ -1,10 +1,15 @@
 // score_lattice: merge, unary, K x K scores and the block walk in one launch (SPEC
-// sections 2, 4.5, 4.6 and 5). One CTA per drafted row d = (block b, position p), in
-// phases (kernels/block/lattice_*.cuh): stage and merge the records, find the codebook rows,
-// score, write the row and its walk steps; the last CTA of a block walks it.
+// sections 2, 4.5, 4.6 and 5). A cluster of C = min(L, the largest cluster the device holds)
+// CTAs per block; CTA rank c takes positions p = 1 + c, 1 + c + C, ... in phases
+// (kernels/block/lattice_*.cuh): stage the records and copy the codebook rows, merge, find the
+// rows, score, write the row and push its walk steps to rank 0, which walks the block once
+// every CTA of the cluster has arrived on its steps barrier. No ticket, no global fence, and
+// nothing is left in the workspace between launches.
 #include "kernels/score_lattice.cuh"
 
 #include <assert.h>
+
+#include <algorithm>
 
 #include "kernels/block/lattice_cta.cuh"
 #include "kernels/block/lattice_merge.cuh"
@@ -16,23 +21,45 @@ namespace dfsel::cuda {
 namespace {
 
 template <int KP, dfsel_type T>
-__global__ void __launch_bounds__(kLatticeThreads, 2) lattice_kernel(LatticeArgs a, LatticeSmem sm) {
-  extern __shared__ __align__(16) uint8_t smem[];
+__global__ void __launch_bounds__(kLatticeThreads, 2) lattice_kernel(LatticeArgs a, LatticeSmem sm, int cluster) {
+  extern __shared__ __align__(128) uint8_t smem[];
   const LatticeShared<KP> s = carve_lattice<KP>(smem, sm);
-  const int L = a.block_size - 1;
-  const int d = blockIdx.x, b = d / L, p = d % L + 1;
+  const int L = a.block_size - 1, b = blockIdx.x / cluster, rank = blockIdx.x % cluster;
+  // The barriers first: a fence here waits for nothing in flight. Peers write the walker's
+  // shared memory (its tables, its steps barrier) only after every CTA has arrived below, the
+  // walker with release so that its barrier's initialisation is seen.
+  if (threadIdx.x == 0) {
+    mbar_init(&s.bar[0], 1);
+    if (rank == 0) mbar_init(&s.bar[1], (uint32_t)cluster);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (rank == 0) cluster_arrive_release();
+  else cluster_arrive_relaxed();
   const int32_t anchor = a.anchors[b];
   const bool anchor_ok = anchor >= 0 && anchor < a.rows.n_vocab;
-
-  stage_records<KP>(a, s, d, p);
-  __syncthreads();
-  merge_records<KP>(a, s, b, p, anchor_ok);
-  __syncthreads();
-  find_rows<KP>(a, s, d, b, p, anchor_ok);
-  __syncthreads();
-  score_rows<KP, T>(s, sm, a.R);
-  write_row<KP>(a, s, d, b, p);
-  if (last_of_block(a, s.misc + 1, b)) walk_block(a, s.region, b, anchor_ok);
+  uint32_t phase = 0;
+  bool started = false;
+  for (int p = 1 + rank; p <= L; p += cluster) {
+    const int d = b * L + p - 1;
+    stage_records<KP>(a, sm, s, d, b, p, anchor, anchor_ok);
+    __syncthreads();
+    if (sm.spec && threadIdx.x == 0) mbar_arrive(&s.bar[0]);  // every copy of the phase is counted
+    merge_records<KP>(a, s, p);
+    __syncthreads();
+    find_rows<KP>(a, sm, s, d, b, p, anchor, anchor_ok);
+    __syncthreads();
+    score_rows<KP, T>(sm, s, a.R, phase);
+    if (!started) cluster_wait();
+    started = true;
+    write_row<KP>(a, sm, s, d, b, p);
+    __syncthreads();  // the next position restages what write_row reads; the steps are all out
+  }
+  if (!started) cluster_wait();
+  if (threadIdx.x == 0) mbar_arrive_remote(&s.bar[1], 0);  // releases this CTA's steps to the walker
+  if (rank != 0) return;
+  mbar_wait_cluster(&s.bar[1], 0);
+  walk_block<KP>(a, sm, s, b, anchor_ok);
 }
 
 template <int KP, dfsel_type T>
@@ -50,28 +77,123 @@ size_t row_alignment(const LatticeArgs& a) {
   return (size_t)(bits & (~bits + 1));  // the lowest set bit
 }
 
+size_t up16(size_t x) { return (x + 15) & ~(size_t)15; }
+
+// Bytes between staged rows holding `bytes`: 32-bit fragment loads of 8 rows (64-bit for F32)
+// fall in distinct banks when the pitch is an odd multiple of 16 bytes (32 for F32).
+int slot_pitch(dfsel_type t, size_t bytes) {
+  const size_t q = t == DFSEL_TYPE_F32 ? 32 : 16;
+  size_t pitch = (bytes + q - 1) / q * q;
+  if ((pitch / q) % 2 == 0) pitch += q;
+  return (int)pitch;
+}
+
+// The carve for the arguments' K, R, L, S, type and row alignment.
+template <int KP>
+LatticeSmem lattice_smem(const LatticeArgs& a) {
+  using W = LatticeWarps<KP>;
+  const dfsel_type t = a.cb_type;
+  const int K = a.k, R = a.R, L = a.block_size - 1, S = a.rows.n_ranks;
+  const int r16 = (R + 15) & ~15;
+  const size_t align = row_alignment(a);
+  LatticeSmem sm{};
+  sm.L = L;
+  sm.copy_bytes = (int)(a.rows.layout.sharded ? a.rows.layout.row_pad : row_bytes(t, R));
+  sm.bulk = align >= 16 && sm.copy_bytes % 16 == 0;
+  const size_t low = align | (size_t)sm.copy_bytes | 16;
+  sm.unit = (int)(low & (~low + 1));
+  // Whole rows: what is copied, and what the last k-step reads.
+  const int whole = slot_pitch(t, std::max((size_t)sm.copy_bytes, row_bytes(t, r16)));
+  sm.spec = sm.bulk && (size_t)2 * S * K * whole <= kSlotBudget;
+  sm.rc = r16;
+  sm.pitch = whole;
+  sm.n_slots = sm.spec ? 2 * S * K : 2 * KP;
+  if (!sm.spec && (size_t)sm.n_slots * whole > kSlotBudget) {  // R in chunks of `granule`
+    const int granule = t == DFSEL_TYPE_Q8_0 ? 256 : 16;
+    int rc = granule;
+    // + 16: a sharded row's last chunk also brings the padding of its slot in the record.
+    while (rc + granule < r16 && (size_t)sm.n_slots * slot_pitch(t, row_bytes(t, rc + granule) + 16) <= kSlotBudget)
+      rc += granule;
+    sm.rc = rc;
+    sm.pitch = slot_pitch(t, row_bytes(t, rc) + 16);
+  }
+  sm.push_choices = (size_t)L * KP * sizeof(int2) <= kPushBudget;
+  sm.push_q = sm.push_choices && (size_t)L * KP * KP * 4 <= kPushBudget;
+  sm.walk_chunk = (int)std::min<size_t>(L, kPushBudget / (KP * sizeof(int2)));
+  size_t o = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = o;
+    o = up16(o + bytes);
+    return at;
+  };
+  sm.slots_off = take((size_t)sm.n_slots * sm.pitch);
+  sm.gs_off = take((size_t)r16 * 4);
+  sm.recs_off = take((size_t)2 * S * K * sizeof(CandRec));
+  sm.keys_off = take((size_t)2 * S * K * sizeof(uint64_t));
+  sm.flags_off = take((size_t)S * 4);
+  sm.cand_off = take(2 * KP * sizeof(CandRec));
+  sm.src_off = take(4 * KP * sizeof(int));
+  sm.rowp_off = take(2 * KP * sizeof(void*));
+  sm.ok_off = take((size_t)sm.n_slots);
+  sm.u_off = take(KP * 4);
+  sm.red_off = take((size_t)W::kKg * KP * W::kRedPitch * 4);
+  sm.table_off = take((size_t)(sm.push_choices ? L : sm.walk_chunk) * KP * sizeof(int2));
+  sm.qtab_off = take(sm.push_q ? (size_t)L * KP * KP * 4 : 0);
+  sm.used_off = take((size_t)2 * L * 4);
+  sm.bar_off = take(32);  // the two mbarriers, then misc
+  sm.bytes = o;
+  return sm;
+}
+
+cudaLaunchConfig_t launch_config(unsigned grid, size_t smem, int cluster, cudaStream_t stream,
+                                 cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kLatticeThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = (unsigned)cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+// The largest cluster up to `want` that the current device can hold for `kernel`; sizes up
+// to 8 are portable, larger ones are asked for.
+int cluster_that_fits(void* kernel, size_t smem, int want) {
+  for (int c = want; c > kPortableCluster; --c) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) break;
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = launch_config((unsigned)c, smem, c, nullptr, attr);
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess && n >= 1) return c;
+  }
+  cudaGetLastError();
+  return std::min(want, kPortableCluster);
+}
+
 }  // namespace
 
-cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out) {
-  // Wide loads: load4 reads 4 elements at once (16 bytes for F32, 8 for F16/BF16, 2-byte
-  // aligned blocks for Q8_0); 2-byte types go 8 elements (16 bytes) at once when R allows.
-  const size_t align = row_alignment(a);
-  const bool two_byte = a.cb_type == DFSEL_TYPE_F16 || a.cb_type == DFSEL_TYPE_BF16;
-  const bool vec = a.R % 4 == 0 && align >= (a.cb_type == DFSEL_TYPE_F32 ? 16u : two_byte ? 8u : 2u);
-  const bool vec8 = vec && two_byte && a.R % 8 == 0 && align >= 16;
+cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out, int max_cluster) {
   const int L = a.block_size - 1;
   int optin = 0;
   cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e != cudaSuccess) return e;
   return dispatch_k(a.k, [&](auto KP) {
     out->kp = KP.value;
-    out->smem = lattice_smem<KP.value>(a.k, a.R, L, a.rows.n_ranks, vec, vec8);
+    out->smem = lattice_smem<KP.value>(a);
     if (out->smem.bytes > (size_t)optin) return cudaErrorInvalidValue;
     return dispatch_weight_type(a.cb_type, [&](auto T) {
-      // Raised for the plan's device (the caller's current device) once; the attribute stays.
-      if (out->smem.bytes <= 48 * 1024) return cudaSuccess;
-      return cudaFuncSetAttribute(kernel_of<KP.value, T.value>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)out->smem.bytes);
+      // Raised for the plan's device (the caller's current device) once; the attributes stay.
+      void* kernel = kernel_of<KP.value, T.value>();
+      cudaError_t r = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)out->smem.bytes);
+      if (r != cudaSuccess) return r;
+      const int want = std::min(L, max_cluster > 0 ? std::min(max_cluster, kMaxCluster) : kMaxCluster);
+      out->cluster = cluster_that_fits(kernel, out->smem.bytes, want);
+      return cudaSuccess;
     });
   });
 }
@@ -79,13 +201,14 @@ cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out)
 cudaError_t score_lattice(const LatticeArgs& a, const LatticeLaunch& l, cudaStream_t stream) {
   if (a.n_blocks == 0) return cudaSuccess;
   assert(l.kp == k_bucket(a.k) && a.rows.layout.n_blocks >= a.n_blocks);
-  const unsigned grid = (unsigned)a.n_blocks * (unsigned)(a.block_size - 1);
-  dispatch_k(a.k, [&](auto KP) {
-    dispatch_weight_type(a.cb_type, [&](auto T) {
-      lattice_kernel<KP.value, T.value><<<grid, kLatticeThreads, l.smem.bytes, stream>>>(a, l.smem);
+  const unsigned grid = (unsigned)a.n_blocks * (unsigned)l.cluster;
+  return dispatch_k(a.k, [&](auto KP) {
+    return dispatch_weight_type(a.cb_type, [&](auto T) {
+      cudaLaunchAttribute attr[1];
+      const cudaLaunchConfig_t cfg = launch_config(grid, l.smem.bytes, l.cluster, stream, attr);
+      return cudaLaunchKernelEx(&cfg, lattice_kernel<KP.value, T.value>, a, l.smem, l.cluster);
     });
   });
-  return cudaGetLastError();
 }
 
 }  // namespace dfsel::cuda

@@ -1,12 +1,14 @@
 // score_lattice: after the exchange, every drafted position of every block
-//   1. merges the S*K records of its row into the global top-K (order.cuh, cand_rank),
-//   2. computes the unary u = transform(z) and the K x K scores against the predecessors
-//      (the anchor at p = 1, the merged candidates of p - 1 otherwise), codebook rows read
-//      as stored from where row_source.cuh says (local codebooks, or the records),
-//   3. and the last position to finish in a block walks it (walk.cuh: greedy or sampling,
-//      p_min),
-// all in one launch: one CTA per (block, position). Writes the native outputs and,
-// optionally, llama.cpp's packed lattice rows (packed_row.cuh).
+//   1. copies the codebook rows it needs into shared memory, all in flight together (every
+//      record's rows as the records land when they fit, else the merged candidates' rows),
+//   2. merges the S*K records of its row into the global top-K (order.cuh, cand_rank),
+//   3. computes the unary u = transform(z) and the K x K scores against the predecessors
+//      (the anchor at p = 1, the merged candidates of p - 1 otherwise) on tensor cores,
+//      codebook rows read as stored from where row_source.cuh says (local codebooks, or the
+//      records), and the walk step of each of its lattice rows (walk.cuh),
+//   4. and one CTA of each block's cluster follows those steps (greedy or sampling, p_min),
+// all in one launch: a cluster of CTAs per block, each taking some of its positions. Writes the
+// native outputs and, optionally, llama.cpp's packed lattice rows (packed_row.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,31 +43,41 @@ struct LatticeArgs {
   float* packed;
   size_t packed_row_stride;  // bytes, resolved (packed_stride)
   int64_t n_embd;            // floats per packed row
-  // Workspace: the walk's inputs and completion counters.
+  // Workspace, used only where the walker's tables do not fit its shared memory.
   float* lattice;           // [n_blocks * L][K][K]
   int2* choices;            // [n_blocks * L][K]: the walk's choice from each lattice row (with
                             // the kWalkStop flag) and the token id it emits
-  unsigned* block_counters; // [max_blocks], zeroed once at set-up, left reusable
   int32_t* error;           // set to 1 + block index of an anchor out of range; never cleared here
 };
 
 // Shared memory carve of one CTA; offsets in bytes.
 struct LatticeSmem {
-  int rch;   // R chunk staged per pass, a multiple of 4 (8 with vec8)
-  int ld;    // pitch of the staged rows in floats: rch + 4 keeps 128-bit reads conflict-free
-  int vec;   // 4-element loads in one access
-  int vec8;  // 2-byte rows, R % 8 == 0, rows 16-byte aligned: 8 elements per 16-byte load
-  size_t gs_off, ptr_off, cand_off, recs_off, src_off, u_off, misc_off, bytes;
+  int spec;          // every record's rows copied whole as its record lands; else the merged rows
+  int bulk;          // rows copied by cp.async.bulk; else by the threads, `unit` bytes a load
+  int unit;
+  int copy_bytes;    // bytes copied for a whole row: the row (replicated), its padded slot (sharded)
+  int rc;            // elements of R staged per pass: R rounded up to 16, or a multiple of 16
+                     // (of 256 for Q8_0) whose rows fit the slots
+  int pitch;         // bytes between staged rows (conflict-free tensor-core fragments)
+  int n_slots;
+  int L;
+  int push_choices;  // the CTAs push the walk's choices into the walker's shared memory
+  int push_q;        // ... and their q rows; else the walker reads the lattice rows back
+  int walk_chunk;    // positions of the global choices staged at once (push_choices == 0)
+  size_t slots_off, gs_off, recs_off, keys_off, flags_off, cand_off, src_off, rowp_off, ok_off, u_off, red_off, table_off,
+      qtab_off, used_off, bar_off, bytes;
 };
 
 // What plan creation decides once for a lattice of these arguments (the pointers of
-// rows.e_prev / e_next, or of rows.recv when sharded, fix the load widths): the K bucket, the
-// shared-memory carve, and the kernel's dynamic shared-memory limit raised on `device`.
+// rows.e_prev / e_next, or of rows.recv when sharded, fix how rows are copied): the K bucket,
+// the cluster (CTAs per block) and positions per CTA, the shared-memory carve, and the
+// kernel's attributes raised on `device`. max_cluster 0 takes the largest the device holds.
 struct LatticeLaunch {
   int kp;
+  int cluster;
   LatticeSmem smem;
 };
-cudaError_t lattice_launch(const LatticeArgs& args, int device, LatticeLaunch* out);
+cudaError_t lattice_launch(const LatticeArgs& args, int device, LatticeLaunch* out, int max_cluster = 0);
 
 // Enqueues the lattice and the walk for the validated arguments of the plan that made `launch`.
 cudaError_t score_lattice(const LatticeArgs& args, const LatticeLaunch& launch, cudaStream_t stream);

@@ -209,6 +209,8 @@ struct Problem {
   std::vector<uint8_t> e_prev, e_next;   // V rows of cb_row bytes
   std::vector<float> g;                  // [nd][R]
   std::vector<int32_t> anchors;
+  size_t cb_offset = 0;  // replicated codebooks start this many bytes into their allocations
+  int max_cluster = 0;   // lattice_launch's: 0, the largest the device holds
 };
 
 Problem make_problem(int K, int R, dfsel_type cb, int blocks, int block, Mode mode, uint64_t seed) {
@@ -282,7 +284,8 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
                  DevOut* out, int32_t error_init = 0, int launches = 1, bool graph = false) {
   const int S = (int)bounds.size() - 1, K = pb.K;
   const ExchangeLayout l = layout_of(pb, sharded);
-  DeviceBuffer<uint8_t> recv((size_t)S * l.bytes), e_prev(pb.e_prev.size()), e_next(pb.e_next.size());
+  DeviceBuffer<uint8_t> recv((size_t)S * l.bytes), e_prev(pb.e_prev.size() + pb.cb_offset),
+      e_next(pb.e_next.size() + pb.cb_offset);
   DeviceBuffer<int32_t> d_anchors(pb.blocks);
   d_anchors.upload(anchors);
   sends->clear();
@@ -319,19 +322,17 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
     }
     CUDA_OK(cudaMemcpy(dst, send.get(), l.bytes, cudaMemcpyDeviceToDevice));
   }
-  e_prev.upload(pb.e_prev);
-  e_next.upload(pb.e_next);
+  CUDA_OK(cudaMemcpy(e_prev.get() + pb.cb_offset, pb.e_prev.data(), pb.e_prev.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(e_next.get() + pb.cb_offset, pb.e_next.data(), pb.e_next.size(), cudaMemcpyHostToDevice));
   const size_t nd = pb.nd, row_floats = (size_t)pb.n_embd + kPackedPad;
   DeviceBuffer<float> g(pb.g.size()), unary(nd * K), scores(nd * K * K), q(nd * K),
       packed((size_t)pb.n_tok * row_floats), lattice(nd * K * K);
   DeviceBuffer<int32_t> cand_ids(nd * K), path(nd), n_emitted(pb.blocks), error(1);
   DeviceBuffer<int2> choices(nd * K);
-  DeviceBuffer<unsigned> counters(pb.blocks);
   g.upload(pb.g);
-  counters.zero();
   error.upload(&error_init, 1);
   cuda::LatticeArgs a{};
-  a.rows = RowSource{recv.get(), l, S, e_prev.get(), e_next.get(), pb.cb_row, pb.V};
+  a.rows = RowSource{recv.get(), l, S, e_prev.get() + pb.cb_offset, e_next.get() + pb.cb_offset, pb.cb_row, pb.V};
   a.k = K; a.R = pb.R; a.block_size = pb.block; a.n_blocks = pb.blocks;
   a.transform = Transform{pb.mode.scale, pb.mode.softcap};
   a.cb_type = pb.cb; a.anchors = d_anchors.get(); a.g = g.get();
@@ -341,17 +342,15 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
   a.path = path.get(); a.n_emitted = n_emitted.get();
   a.packed = packed.get(); a.packed_row_stride = row_floats * 4; a.n_embd = pb.n_embd;
   a.lattice = lattice.get(); a.choices = choices.get();
-  a.block_counters = counters.get();
   a.error = error.get();
   cuda::LatticeLaunch launch{};
-  CUDA_OK(cuda::lattice_launch(a, 0, &launch));
+  CUDA_OK(cuda::lattice_launch(a, 0, &launch, pb.max_cluster));
   ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::score_lattice(a, launch, st); },
                                  launches, graph, [&] {
                                    for (auto* b : {&unary, &scores, &q, &packed, &lattice}) b->poison();
                                    for (auto* b : {&cand_ids, &path, &n_emitted}) b->poison();
                                    choices.poison();
                                  }));
-  ASSERT_EQ(counters.download(), std::vector<unsigned>(pb.blocks, 0u)) << "counters not reset";
   out->cand_ids = cand_ids.download();
   out->unary = unary.download();
   out->scores = scores.download();
@@ -462,13 +461,26 @@ void compare(const Problem& pb, const Expect& e, const DevOut& o, const std::vec
       for (size_t i = 0; sampling && i < (size_t)L * K; ++i) EXPECT_EQ(o.q[(size_t)b * L * K + i], 0.0f);
       continue;
     }
+    // q of a step is the softmax of the lattice row it used: checked against the softmax of
+    // the scores the kernel wrote for that row (to kNearTie), those scores being checked
+    // against the reference above; and against the reference's q to a bound that a 1e-4
+    // score error allows (a 1000-term sum's rounding moves q by 1e-5).
+    int used = 0;  // lattice row of step p; -1 once stopped
     const int steps = e.clear[b];
     for (int p = 0; p < steps; ++p) {
-      ASSERT_EQ(o.path[(size_t)b * L + p], e.path[(size_t)b * L + p]) << "step " << p + 1;
+      const size_t d = (size_t)b * L + p;
+      ASSERT_EQ(o.path[d], e.path[d]) << "step " << p + 1;
+      float want[64] = {};
+      if (sampling && used >= 0) softmax_row(&o.scores[(d * K + used) * K], K, pb.mode.temperature, want);
       for (int j = 0; sampling && j < K; ++j) {
-        const size_t i = ((size_t)b * L + p) * K + j;
-        ASSERT_TRUE(close(o.q[i], e.q[i], kNearTie)) << "q at step " << p + 1 << ", j " << j;
+        const size_t i = d * K + j;
+        ASSERT_TRUE(close(o.q[i], want[j], kNearTie))
+            << "q at step " << p + 1 << ", j " << j << ": " << o.q[i] << " vs " << want[j] << " from its scores";
+        ASSERT_TRUE(close(o.q[i], e.q[i], 1e-3)) << "q at step " << p + 1 << ", j " << j << ": " << o.q[i] << " vs " << e.q[i];
       }
+      used = -1;
+      for (int j = 0; j < K && e.path[d] >= 0; ++j)
+        if (e.merged[d * K + j].id == e.path[d]) used = j;
     }
     if (steps == L) EXPECT_EQ(o.n_emitted[b], e.n_emitted[b]);
   }
@@ -589,7 +601,7 @@ TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
     }
 }
 
-TEST(GpuLattice, CountersResetSoLaunchesAndGraphReplaysRepeat) {
+TEST(GpuLattice, LaunchesAndGraphReplaysRepeat) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -605,6 +617,49 @@ TEST(GpuLattice, CountersResetSoLaunchesAndGraphReplaysRepeat) {
     ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, true), pb.anchors), once, pb.anchors));
     expect_bitwise(again, once);
     expect_bitwise(replay, once);
+  }
+}
+
+// Blocks longer than a cluster: each CTA takes several positions. L = 39 (K 16) pushes the
+// choices to the walker but not the q rows; L = 79 at K = 64 leaves both in the workspace, and
+// the walker stages the choices in two chunks. Every cluster size gives the same bits.
+TEST(GpuLattice, LongBlocksAndEveryClusterSize) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  struct Shape { int K, block; };
+  for (Shape sh : {Shape{16, 40}, Shape{64, 80}})
+    for (float temperature : {0.0f, 0.9f}) {
+      Problem pb = make_problem(sh.K, 64, DFSEL_TYPE_BF16, 2, sh.block, Mode{temperature, 0.02f, 0, 1}, rng());
+      DevOut base;
+      for (int cluster : {0, 1, 3, 8}) {
+        SCOPED_TRACE("K=" + std::to_string(sh.K) + " block=" + std::to_string(sh.block) + " T=" +
+                     std::to_string(temperature) + " max_cluster=" + std::to_string(cluster));
+        pb.max_cluster = cluster;
+        DevOut out;
+        ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 2, cluster % 2 == 1, rng, &out));
+        if (cluster == 0) base = out;
+        else expect_bitwise(out, base);
+      }
+    }
+}
+
+// Codebooks whose rows are not 16-byte aligned are copied by the threads, 2 or 4 bytes a load,
+// with the same results as aligned ones.
+TEST(GpuLattice, UnalignedCodebooks) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (dfsel_type cb : {DFSEL_TYPE_F32, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0}) {
+    Problem pb = make_problem(16, 64, cb, 2, 6, Mode{0.0f, 0.05f, 0, 1}, rng());
+    DevOut aligned, shifted;
+    ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 2, false, rng, &aligned));
+    pb.cb_offset = cb == DFSEL_TYPE_F32 ? 4 : 2;
+    SCOPED_TRACE(std::string("cb=") + dfsel_type_name(cb) + " offset " + std::to_string(pb.cb_offset));
+    ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 2, false, rng, &shifted));
+    expect_bitwise(shifted, aligned);
   }
 }
 
@@ -627,6 +682,16 @@ TEST(GpuLattice, SmallShapesForSanitizers) {
           ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, S, sharded, rng, &out));
         }
     }
+  // Several positions per CTA (L = 39 over clusters of 16 or 3), and at K = 64 and L = 69 the
+  // walker's tables in the workspace.
+  struct Long { int K, block, cluster; };
+  for (Long lg : {Long{8, 40, 0}, Long{8, 40, 3}, Long{64, 70, 0}}) {
+    Problem pb = make_problem(lg.K, 32, DFSEL_TYPE_BF16, 2, lg.block, Mode{0.8f, 0.02f, 0.0f, 1.0f}, rng());
+    pb.max_cluster = lg.cluster;
+    SCOPED_TRACE("K=" + std::to_string(lg.K) + " block=" + std::to_string(lg.block));
+    DevOut out;
+    ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 2, lg.cluster == 3, rng, &out));
+  }
 }
 
 }  // namespace

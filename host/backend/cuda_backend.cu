@@ -20,7 +20,7 @@ namespace dfsel {
 namespace {
 
 struct CudaCarve {
-  size_t scratch, g, send, recv, lattice, choices, counters, error, total;
+  size_t scratch, g, send, recv, lattice, choices, error, total;
 };
 
 CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
@@ -30,7 +30,6 @@ CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
   size_t off = 0;
   auto take = [&](size_t bytes) { const size_t at = off; off += (bytes + 255) & ~(size_t)255; return at; };
   c.scratch = take(cuda::shard_topk_scratch_bytes(maxd, sh.k, sh.v_end - sh.v_begin, num_sms));
-  c.counters = take((size_t)desc.config.max_blocks * sizeof(unsigned));
   c.error = take(sizeof(int32_t));
   c.g = take((size_t)maxd * sh.R * sizeof(float));
   c.send = take(l.bytes);
@@ -254,7 +253,6 @@ class CudaBackend final : public Backend {
     a.n_embd = sh_.n_embd;
     a.lattice = reinterpret_cast<float*>(base_ + c_.lattice);
     a.choices = reinterpret_cast<int2*>(base_ + c_.choices);
-    a.block_counters = reinterpret_cast<unsigned*>(base_ + c_.counters);
     a.error = reinterpret_cast<int32_t*>(base_ + c_.error);
     return a;
   }

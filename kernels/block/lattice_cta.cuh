@@ -1,84 +1,80 @@
-// The lattice CTA's shared state (score_lattice.cu): the carve of its dynamic shared memory
-// and the register tiling of its K x K scores. One CTA scores one drafted row d.
+// The lattice CTA's shared state (score_lattice.cu): the carve of its dynamic shared memory,
+// decided once per plan, and the warp tiling of its K x K product.
 #pragma once
 
 #include <stdint.h>
 
+#include "dfsel/dfsel.h"
 #include "kernels/common/order.cuh"
 #include "kernels/score_lattice.cuh"
 
 namespace dfsel::cuda {
 
 constexpr int kLatticeThreads = 256;
+constexpr int kLatticeWarps = kLatticeThreads / 32;
+constexpr size_t kSlotBudget = 96 * 1024;   // staged codebook rows
+constexpr size_t kPushBudget = 32 * 1024;   // each of the walker's pushed tables (choices, q rows)
+constexpr int kMaxCluster = 16;             // non-portable above 8
+constexpr int kPortableCluster = 8;
 
+// The K x K product on BF16 tensor cores (m16n8k16): predecessors are the 16-row M tiles,
+// candidates the 8-column N tiles; the warps not needed for M tiles split R's k-steps.
 template <int KP>
-struct LatticeTile {
-  // kT x kT scores per thread: independent accumulators, and R split over kGroups groups,
-  // so that no thread runs one long dependent chain of FMAs over all of R.
-  static constexpr int kT = KP >= 32 ? 4 : KP == 16 ? 2 : 1;
-  static constexpr int kSide = KP / kT;
-  static constexpr int kTiles = kSide * kSide;
-  static constexpr int kGroups = kLatticeThreads / kTiles;  // thread groups splitting each R chunk
-  static constexpr int kRchMax = 8192 / KP;                  // 2 * KP * kRchMax floats = 64 KB
-  static_assert(kGroups >= 1 && kTiles * kGroups == kLatticeThreads, "tiles cover the CTA");
+struct LatticeWarps {
+  static constexpr int kMt = KP >= 16 ? KP / 16 : 1;
+  static constexpr int kNt = KP / 8;
+  static constexpr int kKg = kLatticeWarps / kMt;  // warps splitting the k-steps of one M tile
+  static constexpr int kRedPitch = KP + 1;         // floats; odd, so a thread per row reads conflict-free
+  static_assert(kKg >= 1 && kMt * kKg == kLatticeWarps, "warps cover the M tiles");
 };
 
-// Pointers into the carve. region is reused by the phases: the A and B chunks, then the
-// staged scores, then the walk's choice table.
+// Pointers into the carve.
 template <int KP>
 struct LatticeShared {
-  float* region;
-  float* gs;             // g[d], zero-padded to a multiple of 4
-  const uint8_t** prow;  // [KP] E_prev rows of the predecessors (null: zeros)
-  const uint8_t** nrow;  // [KP] E_next rows of the candidates
-  CandRec* cand;         // [2][KP] C[d], then C[d - 1]
-  CandRec* recs;         // [2][S*K] the records of d and d - 1
-  int* src;              // [2][KP] record index of each merged candidate
-  float* u;              // [KP]
-  int* misc;             // [0] anchor owner, [1] last-CTA flag
+  uint8_t* slots;    // staged codebook rows (or row chunks), LatticeSmem::pitch bytes apart
+  float* gs;         // g[d] for the current chunk range, zero past R
+  CandRec* recs;     // [2][S*K] the records of d and d - 1
+  uint64_t* keys;    // [2][S*K] their cand_key
+  int* flags;        // [S] anchor owned flags (sharded, p = 1)
+  CandRec* cand;     // [2][KP] C[d], then C[d - 1]
+  int* src;          // [2][KP] record index of each merged candidate
+  int* nslot;        // [KP] slot of candidate j's E_next row, -1: zeros
+  int* pslot;        // [KP] slot of predecessor i's E_prev row, -1: zeros
+  const uint8_t** rowp;  // [2][KP] global rows (next, then prev) copied per chunk when !spec
+  uint8_t* ok;       // [n_slots] the slot holds a row (spec)
+  float* u;          // [KP]
+  float* red;        // [kKg][KP][kRedPitch] partial products; S = u + their sum lands in red[0]
+  int2* table;       // walker: [L][KP] {choice, emitted id} pushed by every CTA, or a staged chunk
+  float* qtab;       // walker: [L][KP][KP] q rows pushed by every CTA (push_q)
+  int* used;         // walker: [L] lattice row of each step, -1 once stopped
+  int* pick;         // walker: [L] candidate emitted at each step, -1 if none
+  uint64_t* bar;     // [0] the staged rows' transfers, [1] walker: the CTAs whose steps are in
+  int* misc;         // [0] the anchor's owner (sharded, p = 1)
 };
 
 template <int KP>
 __device__ __forceinline__ LatticeShared<KP> carve_lattice(uint8_t* smem, const LatticeSmem& sm) {
   LatticeShared<KP> s;
-  s.region = (float*)smem;
+  s.slots = smem + sm.slots_off;
   s.gs = (float*)(smem + sm.gs_off);
-  s.prow = (const uint8_t**)(smem + sm.ptr_off);
-  s.nrow = s.prow + KP;
-  s.cand = (CandRec*)(smem + sm.cand_off);
   s.recs = (CandRec*)(smem + sm.recs_off);
+  s.keys = (uint64_t*)(smem + sm.keys_off);
+  s.flags = (int*)(smem + sm.flags_off);
+  s.cand = (CandRec*)(smem + sm.cand_off);
   s.src = (int*)(smem + sm.src_off);
+  s.nslot = s.src + 2 * KP;
+  s.pslot = s.nslot + KP;
+  s.rowp = (const uint8_t**)(smem + sm.rowp_off);
+  s.ok = smem + sm.ok_off;
   s.u = (float*)(smem + sm.u_off);
-  s.misc = (int*)(smem + sm.misc_off);
+  s.red = (float*)(smem + sm.red_off);
+  s.table = (int2*)(smem + sm.table_off);
+  s.qtab = (float*)(smem + sm.qtab_off);
+  s.used = (int*)(smem + sm.used_off);
+  s.pick = s.used + sm.L;
+  s.bar = (uint64_t*)(smem + sm.bar_off);
+  s.misc = (int*)(smem + sm.bar_off + 2 * sizeof(uint64_t));
   return s;
-}
-
-inline size_t up16(size_t x) { return (x + 15) & ~(size_t)15; }
-
-// The carve for k, R, L and S ranks; vec / vec8 as the rows' alignment allows.
-template <int KP>
-LatticeSmem lattice_smem(int k, int R, int L, int n_ranks, bool vec, bool vec8) {
-  using T = LatticeTile<KP>;
-  LatticeSmem sm;
-  const int r4 = (R + 3) & ~3;
-  sm.rch = r4 < T::kRchMax ? r4 : T::kRchMax;
-  sm.ld = sm.rch + 4;
-  sm.vec = vec ? 1 : 0;
-  sm.vec8 = vec8 ? 1 : 0;  // rch is then a multiple of 8: R is, and so is kRchMax
-  size_t region = 2 * (size_t)KP * sm.ld * 4;
-  const size_t stage = (size_t)KP * KP * 4 * (T::kGroups > 1 ? 1 + T::kGroups : 1);
-  if (stage > region) region = stage;
-  const size_t walk = (size_t)L * k * 8 + (size_t)L * 2 * 4;  // choices [L][K]; row used, id [L]
-  if (walk > region) region = walk;
-  sm.gs_off = up16(region);
-  sm.ptr_off = sm.gs_off + up16((size_t)r4 * 4);
-  sm.cand_off = sm.ptr_off + 2 * KP * sizeof(void*);
-  sm.recs_off = sm.cand_off + 2 * KP * sizeof(CandRec);
-  sm.src_off = sm.recs_off + up16(2 * (size_t)n_ranks * k * sizeof(CandRec));
-  sm.u_off = sm.src_off + 2 * KP * 4;
-  sm.misc_off = sm.u_off + KP * 4;
-  sm.bytes = sm.misc_off + 16;
-  return sm;
 }
 
 }  // namespace dfsel::cuda

@@ -1,151 +1,168 @@
 // Phases 4 and 5 of the lattice CTA: S = u + (E_prev[P] * g) . E_next[C]^T over R, a small
-// GEMM per drafted row. Both factors are staged in shared memory as floats, R in chunks (A and
-// B stay near 64 KB for every K), and each thread owns a kT x kT register tile of S. Every row
-// is summed in one fixed order whatever the shard count or the placement, so results are
-// bitwise identical across them (SPEC section 4.8). One instance per codebook type T.
+// GEMM per drafted row on BF16 tensor cores (gate_mma.cuh). The staged rows are read as stored;
+// a = e_prev * g is rounded to float as the reference rounds it, then split into three BF16
+// terms, and each E_next value into terms_of(T), so every product is within float rounding of
+// a * e_next. The tensor cores sum one k-step (16 elements) at a time; the k-steps are added in
+// F32 on the CUDA cores, as the tensor cores' own long sums drift further. Warps take fixed
+// k-steps of R and their partial tiles are summed in warp order, so every row is summed in
+// one order whatever the shard count, the placement or the chunking of R: results are bitwise
+// identical across them (SPEC section 4.8). One instance per codebook type T.
 #pragma once
 
+#include "kernels/block/gate_mma.cuh"
 #include "kernels/block/lattice_cta.cuh"
+#include "kernels/common/bulk_copy.cuh"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel::cuda {
 
-// Elements r..r+3 of a codebook row as float, exactly load_elem's values. vec: r + 4 <= R and
-// rows aligned for one 16-byte (F32) or 8-byte (F16/BF16) load.
+// Elements e and e + 1 (e even) of a staged row as floats, exactly load_elem's values.
 template <dfsel_type T>
-__device__ __forceinline__ void load4(const uint8_t* row, int r, int R, bool vec, float (&v)[4]) {
-  if (!vec) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) v[c] = r + c < R ? load_elem(row, T, r + c) : 0.0f;
+__device__ __forceinline__ float2 staged_pair(const uint8_t* row, int e) {
+  if constexpr (T == DFSEL_TYPE_F32) {
+    return *(const float2*)(row + (size_t)e * 4);
+  } else if constexpr (T == DFSEL_TYPE_Q8_0) {
+    const uint8_t* blk = row + (size_t)(e / kQ8Block) * sizeof(BlockQ8_0);
+    const uint16_t d = *(const uint16_t*)blk;
+    const uint16_t q = *(const uint16_t*)(blk + 2 + e % kQ8Block);
+    return make_float2(q8_value(d, (int8_t)(q & 0xffu)), q8_value(d, (int8_t)(q >> 8)));
+  } else {
+    const uint32_t w = *(const uint32_t*)(row + (size_t)e * 2);
+    const uint16_t lo = (uint16_t)(w & 0xffffu), hi = (uint16_t)(w >> 16);
+    if constexpr (T == DFSEL_TYPE_F16) return make_float2(f16_to_float(lo), f16_to_float(hi));
+    else return make_float2(bf16_to_float(lo), bf16_to_float(hi));
+  }
+}
+
+// Elements o, o + 1 of a k-step from a staged row (null: zeros), zero from lim on.
+template <dfsel_type T>
+__device__ __forceinline__ float2 fragment_pair(const uint8_t* row, int e, int o, int lim) {
+  float2 v = row ? staged_pair<T>(row, e + o) : make_float2(0.0f, 0.0f);
+  if (o >= lim) v.x = 0.0f;
+  if (o + 1 >= lim) v.y = 0.0f;
+  return v;
+}
+
+// Copies elements [c0, c1) of every noted row (s.rowp) into its slot, by bulk copies counted
+// on s.bar (returns after the phase completes) or by the threads (returns after a barrier).
+template <int KP>
+__device__ void copy_chunk(const LatticeSmem& sm, const LatticeShared<KP>& s, int R, dfsel_type t, int c0, int c1,
+                           uint32_t& phase) {
+  const size_t off = row_bytes(t, c0);
+  const size_t bytes = (c1 >= R ? (size_t)sm.copy_bytes : row_bytes(t, c1)) - off;
+  const int tid = threadIdx.x;
+  if (sm.bulk) {
+    for (int r = tid; r < 2 * KP; r += kLatticeThreads)
+      if (s.rowp[r]) {
+        mbar_expect(&s.bar[0], (uint32_t)bytes);
+        bulk_copy(s.slots + (size_t)r * sm.pitch, s.rowp[r] + off, (uint32_t)bytes, &s.bar[0]);
+      }
+    __syncthreads();
+    if (tid == 0) mbar_arrive(&s.bar[0]);
+    mbar_wait(&s.bar[0], phase);
+    phase ^= 1u;
     return;
   }
-  if constexpr (T == DFSEL_TYPE_F32) {
-    const float4 x = __ldg((const float4*)(row + (size_t)r * 4));
-    v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
-  } else if constexpr (T == DFSEL_TYPE_Q8_0) {
-    const BlockQ8_0* blk = (const BlockQ8_0*)row + r / kQ8Block;
-    const uint16_t d = __ldg(&blk->d);
-#pragma unroll
-    for (int c = 0; c < 4; ++c) v[c] = q8_value(d, __ldg(blk->qs + r % kQ8Block + c));
-  } else {
-    const uint2 x = __ldg((const uint2*)(row + (size_t)r * 2));
-    const uint16_t h[4] = {(uint16_t)(x.x & 0xffffu), (uint16_t)(x.x >> 16),
-                           (uint16_t)(x.y & 0xffffu), (uint16_t)(x.y >> 16)};
-#pragma unroll
-    for (int c = 0; c < 4; ++c) v[c] = T == DFSEL_TYPE_F16 ? f16_to_float(h[c]) : bf16_to_float(h[c]);
+  auto run = [&](auto unit) {
+    using U = decltype(unit);
+    const int n = (int)(bytes / sizeof(U));
+    for (int e = tid; e < 2 * KP * n; e += kLatticeThreads) {
+      const int r = e / n, i = e % n;
+      if (s.rowp[r]) ((U*)(s.slots + (size_t)r * sm.pitch))[i] = ((const U*)(s.rowp[r] + off))[i];
+    }
+  };
+  switch (sm.unit) {
+    case 16: run(uint4{}); break;
+    case 8: run(uint2{}); break;
+    case 4: run(uint32_t{}); break;
+    default: run(uint16_t{}); break;
   }
+  __syncthreads();
 }
 
-// Elements r..r+7 of an F16 or BF16 row as float, in one 16-byte load (LatticeSmem::vec8).
-template <dfsel_type T>
-__device__ __forceinline__ void load8(const uint8_t* row, int r, float (&v)[8]) {
-  const uint4 x = __ldg((const uint4*)(row + (size_t)r * 2));
-  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    const uint16_t h = (uint16_t)(w[c / 2] >> (16 * (c % 2)));
-    v[c] = T == DFSEL_TYPE_F16 ? f16_to_float(h) : bf16_to_float(h);
-  }
-}
-
-// Stages the chunk [r0, r0 + rch) of every row: A[i][r] = E_prev[P_i][r] * g[r], B[j][r] =
-// E_next[C_j][r]. One gather per iteration: batching several per thread measured slower (11.7
-// -> 13.1 us for one block on an H200; with 16-byte loads, four at once 10.1 against 9.94 us),
-// so the loop is left to the compiler. 2-byte rows go 8 elements per load, which halves the
-// gathers each thread waits on in turn (11.1 -> 9.74 us).
+// Leaves S[i][j] = u[j] + the products in s.red (pitch kRedPitch). Ends with a barrier.
 template <int KP, dfsel_type T>
-__device__ __forceinline__ void stage_chunk(const LatticeShared<KP>& s, const LatticeSmem& sm, int R, int r0,
-                                            float* A, float* B) {
-  const int tid = threadIdx.x;
-  if constexpr (T == DFSEL_TYPE_F16 || T == DFSEL_TYPE_BF16) {
-    if (sm.vec8) {
-      const int n8 = sm.rch / 8;
-      for (int e = tid; e < 2 * KP * n8; e += kLatticeThreads) {
-        const int w = e / (KP * n8), i = (e / n8) % KP, c8 = e % n8, r = r0 + 8 * c8;
-        const uint8_t* row = w ? s.nrow[i] : s.prow[i];
-        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        if (row && r < R) load8<T>(row, r, v);
-        if (!w && r < R) {
+__device__ void score_rows(const LatticeSmem& sm, const LatticeShared<KP>& s, int R, uint32_t& phase) {
+  using W = LatticeWarps<KP>;
+  constexpr int kTb = terms_of(T);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, t = lane % 4;
+  const int mt = warp % W::kMt, kg = warp / W::kMt;
+  const int i0 = mt * 16 + gq, i1 = i0 + 8;
+  const int sa0 = i0 < KP ? s.pslot[i0] : -1, sa1 = i1 < KP ? s.pslot[i1] : -1;
+  int sb[W::kNt];
 #pragma unroll
-          for (int c = 0; c < 8; ++c) v[c] *= s.gs[r + c];
-        }
-        float4* dst = (float4*)&(w ? B : A)[i * sm.ld + 8 * c8];
-        dst[0] = make_float4(v[0], v[1], v[2], v[3]);
-        dst[1] = make_float4(v[4], v[5], v[6], v[7]);
+  for (int n = 0; n < W::kNt; ++n) sb[n] = s.nslot[n * 8 + gq];
+  float acc[W::kNt][4];
+#pragma unroll
+  for (int n = 0; n < W::kNt; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+
+  const int r16 = (R + 15) & ~15;
+  for (int c0 = 0; c0 < R; c0 += sm.rc) {
+    const int c1 = min(c0 + sm.rc, r16);
+    if (sm.spec) {
+      mbar_wait(&s.bar[0], phase);
+      phase ^= 1u;
+    } else {
+      copy_chunk<KP>(sm, s, R, T, c0, min(c1, R), phase);
+    }
+    auto slot = [&](int x) { return x >= 0 ? s.slots + (size_t)x * sm.pitch : nullptr; };
+    const uint8_t* pa0 = slot(sa0);
+    const uint8_t* pa1 = slot(sa1);
+    const uint8_t* pb[W::kNt];
+#pragma unroll
+    for (int n = 0; n < W::kNt; ++n) pb[n] = slot(sb[n]);
+    // Global k-steps ks with ks % kKg == kg, in increasing order, whatever the chunks.
+    int ks = c0 / 16;
+    ks += (kg - ks % W::kKg + W::kKg) % W::kKg;
+    for (; ks * 16 < c1; ks += W::kKg) {
+      const int r = ks * 16, e = r - c0, lim = R - r;
+      const float2 g0 = *(const float2*)&s.gs[r + 2 * t], g1 = *(const float2*)&s.gs[r + 8 + 2 * t];
+      uint32_t a0[3], a1[3], a2[3], a3[3];
+      {
+        float2 v = fragment_pair<T>(pa0, e, 2 * t, lim);
+        to_terms(v.x * g0.x, v.y * g0.y, a0);
+        v = fragment_pair<T>(pa1, e, 2 * t, lim);
+        to_terms(v.x * g0.x, v.y * g0.y, a1);
+        v = fragment_pair<T>(pa0, e, 8 + 2 * t, lim);
+        to_terms(v.x * g1.x, v.y * g1.y, a2);
+        v = fragment_pair<T>(pa1, e, 8 + 2 * t, lim);
+        to_terms(v.x * g1.x, v.y * g1.y, a3);
       }
-      return;
-    }
-  }
-  const int n4 = sm.rch / 4;
-  for (int e = tid; e < 2 * KP * n4; e += kLatticeThreads) {
-    const int w = e / (KP * n4), i = (e / n4) % KP, c4 = e % n4, r = r0 + 4 * c4;
-    const uint8_t* row = w ? s.nrow[i] : s.prow[i];
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (row && r < R) load4<T>(row, r, R, sm.vec != 0, v);
-    if (!w && r < R) {
 #pragma unroll
-      for (int c = 0; c < 4; ++c) v[c] *= s.gs[r + c];
+      for (int n = 0; n < W::kNt; ++n) {
+        uint32_t b0[kTb], b1[kTb];
+        float2 v = fragment_pair<T>(pb[n], e, 2 * t, lim);
+        to_terms(v.x, v.y, b0);
+        v = fragment_pair<T>(pb[n], e, 8 + 2 * t, lim);
+        to_terms(v.x, v.y, b1);
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int x = 0; x < 3; ++x)
+#pragma unroll
+          for (int y = 0; y < kTb; ++y)
+            if (x + y < kTermBits) mma_bf16(part, a0[x], a1[x], a2[x], a3[x], b0[y], b1[y]);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[n][c] += part[c];
+      }
     }
-    *(float4*)&(w ? B : A)[i * sm.ld + 4 * c4] = make_float4(v[0], v[1], v[2], v[3]);
+    if (c0 + sm.rc < R) __syncthreads();  // the next chunk overwrites the slots
   }
-}
 
-// Leaves S[i][j] = u[j] + dot staged as [KP][KP] in s.region (groups splitting R summed in
-// order). Ends with a barrier.
-template <int KP, dfsel_type T>
-__device__ void score_rows(const LatticeShared<KP>& s, const LatticeSmem& sm, int R) {
-  using Tl = LatticeTile<KP>;
-  const int tid = threadIdx.x;
-  float* A = s.region;
-  float* B = s.region + KP * sm.ld;
-  const int t = tid % Tl::kTiles, grp = tid / Tl::kTiles;
-  const int ti = t / Tl::kSide, tj = t % Tl::kSide;
-  float acc[Tl::kT][Tl::kT];
+  constexpr int P = W::kRedPitch;
+  float* red = s.red + (size_t)kg * KP * P;
 #pragma unroll
-  for (int x = 0; x < Tl::kT; ++x)
-#pragma unroll
-    for (int y = 0; y < Tl::kT; ++y) acc[x][y] = 0.0f;
-  const int n4 = sm.rch / 4;
-  for (int r0 = 0; r0 < R; r0 += sm.rch) {
-    stage_chunk<KP, T>(s, sm, R, r0, A, B);
-    __syncthreads();
-    for (int c4 = grp; c4 < n4; c4 += Tl::kGroups) {
-      float4 av[Tl::kT], bv[Tl::kT];
-#pragma unroll
-      for (int x = 0; x < Tl::kT; ++x) av[x] = *(const float4*)&A[(ti + x * Tl::kSide) * sm.ld + 4 * c4];
-#pragma unroll
-      for (int y = 0; y < Tl::kT; ++y) bv[y] = *(const float4*)&B[(tj + y * Tl::kSide) * sm.ld + 4 * c4];
-#pragma unroll
-      for (int x = 0; x < Tl::kT; ++x)
-#pragma unroll
-        for (int y = 0; y < Tl::kT; ++y) {
-          float v = acc[x][y];
-          v = fmaf(av[x].x, bv[y].x, v);
-          v = fmaf(av[x].y, bv[y].y, v);
-          v = fmaf(av[x].z, bv[y].z, v);
-          v = fmaf(av[x].w, bv[y].w, v);
-          acc[x][y] = v;
-        }
-    }
-    __syncthreads();
+  for (int n = 0; n < W::kNt; ++n) {
+    const int j = n * 8 + 2 * t;
+    if (i0 < KP) red[i0 * P + j] = acc[n][0], red[i0 * P + j + 1] = acc[n][1];
+    if (i1 < KP) red[i1 * P + j] = acc[n][2], red[i1 * P + j + 1] = acc[n][3];
   }
-  float* S = s.region;
-  float* red = s.region + KP * KP;
+  __syncthreads();
+  for (int o = tid; o < KP * KP; o += kLatticeThreads) {
+    const int i = o / KP, j = o % KP;
+    float v = 0.0f;
 #pragma unroll
-  for (int x = 0; x < Tl::kT; ++x)
-#pragma unroll
-    for (int y = 0; y < Tl::kT; ++y) {
-      const int i = ti + x * Tl::kSide, j = tj + y * Tl::kSide;
-      if (Tl::kGroups == 1) S[i * KP + j] = s.u[j] + acc[x][y];
-      else red[grp * KP * KP + i * KP + j] = acc[x][y];
-    }
-  if (Tl::kGroups > 1) {
-    __syncthreads();
-    for (int o = tid; o < KP * KP; o += kLatticeThreads) {
-      float v = 0.0f;
-      for (int g = 0; g < Tl::kGroups; ++g) v += red[g * KP * KP + o];
-      S[o] = s.u[o % KP] + v;
-    }
+    for (int g = 0; g < W::kKg; ++g) v += s.red[(size_t)g * KP * P + i * P + j];
+    s.red[i * P + j] = s.u[j] + v;
   }
   __syncthreads();
 }

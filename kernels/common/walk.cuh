@@ -35,22 +35,35 @@ DFSEL_HD int walk_choice(const float* s, int k, WalkParams w, uint32_t block, ui
   return w.p_min > 0.0f && softmax_at(s, k, 1.0f, j) < w.p_min ? j | kWalkStop : j;
 }
 
-// Follows the choices from the anchor: choice(p, i) is the choice of lattice row i at position
-// p + 1 (0-based p < L). step(p, row, j) is told each position: the lattice row it used (-1
-// once stopped) and the emitted candidate (-1 when it emitted none). Returns the count emitted.
-// A block whose anchor is invalid (ok false) emits nothing.
+// Where a walk stands between positions: the lattice row it follows next, the count emitted,
+// and whether it still goes.
+struct WalkState {
+  int prev;
+  int n;
+  bool go;
+};
+
+// Follows the choices for 0-based positions [p0, p1) from state st: choice(p, i) is the choice
+// of lattice row i at position p + 1. step(p, row, j) is told each position: the lattice row it
+// used (-1 once stopped) and the emitted candidate (-1 when it emitted none).
+template <class Choice, class Step>
+DFSEL_HD void walk_steps(WalkState& st, int p0, int p1, Choice choice, Step step) {
+  for (int p = p0; p < p1; ++p) {
+    const int row = st.go ? st.prev : -1;
+    const int c = st.go ? choice(p, st.prev) : kWalkStop;
+    st.go = st.go && !(c & kWalkStop);
+    step(p, row, st.go ? c : -1);
+    if (st.go) st.prev = c, ++st.n;
+  }
+}
+
+// The whole walk of L positions from the anchor; returns the count emitted. A block whose
+// anchor is invalid (ok false) emits nothing.
 template <class Choice, class Step>
 DFSEL_HD int walk_path(int L, bool ok, Choice choice, Step step) {
-  int prev = 0, n = 0;
-  bool go = ok;
-  for (int p = 0; p < L; ++p) {
-    const int row = go ? prev : -1;
-    const int c = go ? choice(p, prev) : kWalkStop;
-    go = go && !(c & kWalkStop);
-    step(p, row, go ? c : -1);
-    if (go) prev = c, ++n;
-  }
-  return n;
+  WalkState st{0, 0, ok};
+  walk_steps(st, 0, L, choice, step);
+  return st.n;
 }
 
 }  // namespace dfsel

@@ -1,0 +1,147 @@
+// walk.cuh's walk_choice for every lattice row of a drafted row at once, a group of G lanes a
+// row: the lanes hold the row's scores and weigh them in parallel; the maximum is found by a
+// shuffle reduction (exact, so its order does not matter), and each sum runs in j order in
+// every lane on values gathered by shuffles. The choice, the q row and the p_min test are
+// therefore bitwise walk_choice's, which stays the definition (and the CPU reference's).
+#pragma once
+
+#include <limits.h>
+#include <math.h>
+
+#include "kernels/block/lattice_cta.cuh"
+#include "kernels/common/philox.cuh"
+#include "kernels/common/selector_math.cuh"
+#include "kernels/common/walk.cuh"
+
+namespace dfsel::cuda {
+
+template <int KP>
+struct ChoiceLanes {
+  static constexpr int kG = KP < 32 ? KP : 32;       // lanes per row
+  static constexpr int kE = KP / kG;                  // scores per lane: j = lane + e * kG
+  static constexpr int kRows = kLatticeThreads / kG;  // rows per pass of the CTA
+};
+
+// A score and its index; an absent one (j >= K) is NaN with index INT_MAX.
+struct Scored {
+  float v;
+  int j;
+};
+
+// argmax_row's order: a number beats NaN, the larger number wins, ties go to the lower index.
+__device__ __forceinline__ Scored better(Scored a, Scored b) {
+  const bool an = a.v != a.v, bn = b.v != b.v;
+  if (an != bn) return an ? b : a;
+  if (!an && a.v != b.v) return a.v > b.v ? a : b;
+  return a.j < b.j ? a : b;
+}
+
+// The lanes' part of one row: its scores, or rather what walk_choice computes from them.
+template <int KP>
+struct RowLanes {
+  using C = ChoiceLanes<KP>;
+  float v[C::kE];  // the scores this lane holds
+  int lane;        // lane within the group
+
+  __device__ __forceinline__ float shfl(float x, int src) const {
+    return __shfl_sync(0xffffffffu, x, src, C::kG);
+  }
+  // Score (or any per-j value held as w) of index j, from the lane that holds it.
+  __device__ __forceinline__ float at(const float (&w)[C::kE], int j) const {
+    float x = shfl(w[0], j % C::kG);
+#pragma unroll
+    for (int e = 1; e < C::kE; ++e) {
+      const float y = shfl(w[e], j % C::kG);
+      if (j / C::kG == e) x = y;
+    }
+    return x;
+  }
+
+  __device__ __forceinline__ int argmax(int k) const {
+    Scored best{NAN, INT_MAX};
+#pragma unroll
+    for (int e = 0; e < C::kE; ++e) {
+      const int j = lane + e * C::kG;
+      if (j < k) best = better(best, Scored{v[e], j});
+    }
+#pragma unroll
+    for (int o = C::kG / 2; o > 0; o /= 2) {
+      const Scored other{shfl(best.v, lane ^ o), __shfl_xor_sync(0xffffffffu, best.j, o, C::kG)};
+      best = better(best, other);
+    }
+    return best.j == INT_MAX ? 0 : best.j;
+  }
+
+  // row_max: the largest number, -inf when there is none.
+  __device__ __forceinline__ float max(int k) const {
+    float m = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < C::kE; ++e)
+      if (lane + e * C::kG < k && v[e] > m) m = v[e];
+#pragma unroll
+    for (int o = C::kG / 2; o > 0; o /= 2) {
+      const float x = __shfl_xor_sync(0xffffffffu, m, o, C::kG);
+      if (x > m) m = x;
+    }
+    return m;
+  }
+
+  // softmax_weight of every held score against m, and their sum in j order.
+  __device__ __forceinline__ float weights(int k, float m, float temp, float (&w)[C::kE]) const {
+#pragma unroll
+    for (int e = 0; e < C::kE; ++e) w[e] = softmax_weight(v[e], m, temp);
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) sum += at(w, j);
+    return sum;
+  }
+};
+
+// The step taken from row i (walk_choice(S row, K, w, block, p)) in every lane of its group,
+// and, when sampling, the held part of its q row in q.
+template <int KP>
+__device__ __forceinline__ int row_choice(const RowLanes<KP>& r, int k, const WalkParams& w, float u,
+                                          float (&q)[ChoiceLanes<KP>::kE]) {
+  using C = ChoiceLanes<KP>;
+  int j;
+  float m = 0.0f;
+  bool have_m = false;
+  if (w.temperature > 0.0f) {
+    m = r.max(k);
+    have_m = true;
+    if (m == -INFINITY) {
+#pragma unroll
+      for (int e = 0; e < C::kE; ++e) q[e] = 1.0f / (float)k;
+    } else {
+      const float inv = 1.0f / r.weights(k, m, w.temperature, q);
+#pragma unroll
+      for (int e = 0; e < C::kE; ++e) q[e] *= inv;
+    }
+    // sample_row: the first j whose running sum exceeds u, else the last j with q > 0.
+    float c = 0.0f;
+    int last = 0, hit = -1;
+    for (int x = 0; x < k; ++x) {
+      const float qx = r.at(q, x);
+      if (qx > 0.0f) last = x;
+      c += qx;
+      if (hit < 0 && u < c && qx > 0.0f) hit = x;
+    }
+    j = hit >= 0 ? hit : last;
+  } else {
+    j = r.argmax(k);
+  }
+  if (w.p_min > 0.0f) {
+    if (!have_m) m = r.max(k);
+    float pj;
+    if (m == -INFINITY) {
+      pj = 1.0f / (float)k;
+    } else {
+      float t[C::kE];
+      const float sum = r.weights(k, m, 1.0f, t);
+      pj = r.at(t, j) / sum;
+    }
+    if (pj < w.p_min) j |= kWalkStop;
+  }
+  return j;
+}
+
+}  // namespace dfsel::cuda
