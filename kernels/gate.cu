@@ -23,13 +23,13 @@
 #include "kernels/block/gate_mma.cuh"
 #include "kernels/block/gate_rows.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/cluster_launch.cuh"
 #include "kernels/dispatch.cuh"
 
 namespace dfsel::cuda {
 namespace {
 
-constexpr int kMaxSplit = 16;      // the largest cluster (non-portable)
-constexpr int kPortableSplit = 8;  // every sm_90 part launches clusters of 8
+constexpr int kMaxSplit = 16;  // the largest cluster (non-portable)
 
 // Warps along M (rows), N (W_h rows) and K; mma tiles per warp along M and N; elements per
 // stage; stages in flight; CTAs per SM the launch bounds ask for.
@@ -315,24 +315,16 @@ cudaError_t launch(const GateArgs& a, const GateShape& s, cudaStream_t stream) {
   const int row_groups = (a.n_rows + Tl::kM - 1) / Tl::kM;
   auto* kernel = gate_kernel<Tl, W, H, kVec>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes);
-  if (e == cudaSuccess && s.split > 8) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess && s.split > kPortableCluster) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   // The most shared memory and the least L1 on the SMs it runs on, as the top-K asks too:
   // otherwise an SM configured for the other kernel has no room for this one beside it.
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(((a.R + Tl::kN - 1) / Tl::kN) * s.split), (unsigned)std::min(row_groups, kMaxRowGroups));
-  cfg.blockDim = dim3(Tl::kThreads);
-  cfg.dynamicSmemBytes = S::kBytes;
-  cfg.stream = stream;
   cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = s.split;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  const cudaLaunchConfig_t cfg = cluster_config(
+      dim3((unsigned)(((a.R + Tl::kN - 1) / Tl::kN) * s.split), (unsigned)std::min(row_groups, kMaxRowGroups)),
+      Tl::kThreads, S::kBytes, s.split, stream, attr);
   return cudaLaunchKernelEx(&cfg, kernel, a, s.split, per, row_groups);
 }
 
@@ -345,34 +337,16 @@ const char* gate_tile_name(int tile) {
 
 namespace {
 
-// Whether a cluster of kMaxSplit small-tile CTAs (non-portable above 8) can be resident on the
-// current device: not on every part (a MIG slice may hold fewer SMs a GPC). The instance with
-// the most shared memory (F32 rows staged as floats) stands for all. A failed query is a no.
+// Whether a cluster of kMaxSplit small-tile CTAs can be resident on the current device. The
+// instance with the most shared memory (F32 rows staged as floats) stands for all.
 bool largest_cluster_fits() {
   auto* kernel = gate_kernel<SmallTile, DFSEL_TYPE_F32, DFSEL_TYPE_F32, false>;
   constexpr int kBytes = Smem<SmallTile, DFSEL_TYPE_F32, DFSEL_TYPE_F32, false>::kBytes;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) != cudaSuccess ||
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(kMaxSplit);
-  cfg.blockDim = dim3(SmallTile::kThreads);
-  cfg.dynamicSmemBytes = kBytes;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kMaxSplit;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n >= 1;
+  return cluster_fits((const void*)kernel, SmallTile::kThreads, kBytes, kMaxSplit);
 }
 
 }  // namespace
@@ -386,7 +360,7 @@ cudaError_t gate_device(int device, GateDevice* out) {
   if (e == cudaSuccess) e = cudaGetDevice(&current);
   // Clusters of 16 where the device holds one (the query needs the device current), else
   // the portable 8.
-  out->max_split = !clusters ? 1 : current == device && largest_cluster_fits() ? kMaxSplit : kPortableSplit;
+  out->max_split = !clusters ? 1 : current == device && largest_cluster_fits() ? kMaxSplit : kPortableCluster;
   out->force_tile = -1;
   out->force_split = 0;
   return e;

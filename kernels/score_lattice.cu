@@ -15,6 +15,7 @@
 #include "kernels/block/lattice_merge.cuh"
 #include "kernels/block/lattice_score.cuh"
 #include "kernels/block/lattice_walk.cuh"
+#include "kernels/cluster_launch.cuh"
 #include "kernels/dispatch.cuh"
 
 namespace dfsel::cuda {
@@ -58,7 +59,7 @@ __global__ void __launch_bounds__(kLatticeThreads, 2) lattice_kernel(LatticeArgs
   if (!started) cluster_wait();
   if (threadIdx.x == 0) mbar_arrive_remote(&s.bar[1], 0);  // releases this CTA's steps to the walker
   if (rank != 0) return;
-  mbar_wait_cluster(&s.bar[1], 0);
+  mbar_wait<true>(&s.bar[1], 0);
   walk_block<KP>(a, sm, s, b, anchor_ok);
 }
 
@@ -145,33 +146,10 @@ LatticeSmem lattice_smem(const LatticeArgs& a) {
   return sm;
 }
 
-cudaLaunchConfig_t launch_config(unsigned grid, size_t smem, int cluster, cudaStream_t stream,
-                                 cudaLaunchAttribute* attr) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kLatticeThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned)cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cfg;
-}
-
-// The largest cluster up to `want` that the current device can hold for `kernel`; sizes up
-// to 8 are portable, larger ones are asked for.
-int cluster_that_fits(void* kernel, size_t smem, int want) {
-  for (int c = want; c > kPortableCluster; --c) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) break;
-    cudaLaunchAttribute attr[1];
-    const cudaLaunchConfig_t cfg = launch_config((unsigned)c, smem, c, nullptr, attr);
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess && n >= 1) return c;
-  }
-  cudaGetLastError();
+// The largest cluster up to `want` that the current device can hold for `kernel`.
+int cluster_that_fits(const void* kernel, size_t smem, int want) {
+  for (int c = want; c > kPortableCluster; --c)
+    if (cluster_fits(kernel, kLatticeThreads, smem, c)) return c;
   return std::min(want, kPortableCluster);
 }
 
@@ -205,7 +183,7 @@ cudaError_t score_lattice(const LatticeArgs& a, const LatticeLaunch& l, cudaStre
   return dispatch_k(a.k, [&](auto KP) {
     return dispatch_weight_type(a.cb_type, [&](auto T) {
       cudaLaunchAttribute attr[1];
-      const cudaLaunchConfig_t cfg = launch_config(grid, l.smem.bytes, l.cluster, stream, attr);
+      const cudaLaunchConfig_t cfg = cluster_config(dim3(grid), kLatticeThreads, l.smem.bytes, l.cluster, stream, attr);
       return cudaLaunchKernelEx(&cfg, lattice_kernel<KP.value, T.value>, a, l.smem, l.cluster);
     });
   });

@@ -536,7 +536,7 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
     for (int ri = 0; ri < 2; ++ri)
       for (int ti = 0; ti < 4; ++ti) {
         const Mode m = modes[(ki + 2 * ri + ti) % 4];
-        const bool small = rs[ri] == 32;  // block 16 with K = 64 walks from global rows
+        const bool small = rs[ri] == 32;  // block 16 with K = 64 reads its q rows back from the workspace
         const Problem pb = make_problem(ks[ki], rs[ri], kCbTypes[ti], small ? 3 : 2, small ? 6 : 16, m, rng());
         DevOut base;
         for (int S : {1, 2, 3, 8})
@@ -553,10 +553,11 @@ TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
       }
 }
 
-// Every way the lattice reads codebook rows: element by element when R is not a multiple of 4
-// (R = 17, 30), 4 elements a load when it is (R = 20 for 2-byte rows), and 8 (16 bytes) for
-// 2-byte rows when R is a multiple of 8. K = 64 stages R 128 at a time, so R = 200 and 1000
-// end a chunk inside a row. Both placements, every float codebook type.
+// Every way the lattice stages codebook rows: copied by the threads when a replicated row is
+// not a multiple of 16 bytes (R = 17, 30, and 20 for 2-byte rows), in bulk when it is; R not a multiple of 16 ends the last k-step inside a row; with three ranks the
+// rows of every record fit the slots only for small K x R, and at R = 1000 the merged rows are
+// staged R in chunks (for K = 64 every type, for K = 16 F32), a chunk ending inside a row.
+// Both placements, every float codebook type.
 TEST(GpuLattice, EveryLoadWidthAndChunkOfR) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();

@@ -28,11 +28,11 @@ struct Scored {
   int j;
 };
 
-// argmax_row's order: a number beats NaN, the larger number wins, ties go to the lower index.
+// argmax_row's order (score_beats), with the lower index winning where neither score beats
+// the other: the reduction then ends on argmax_row's answer whatever order it combines in.
 __device__ __forceinline__ Scored better(Scored a, Scored b) {
-  const bool an = a.v != a.v, bn = b.v != b.v;
-  if (an != bn) return an ? b : a;
-  if (!an && a.v != b.v) return a.v > b.v ? a : b;
+  if (score_beats(a.v, b.v)) return a;
+  if (score_beats(b.v, a.v)) return b;
   return a.j < b.j ? a : b;
 }
 
@@ -90,9 +90,7 @@ struct RowLanes {
   __device__ __forceinline__ float weights(int k, float m, float temp, float (&w)[C::kE]) const {
 #pragma unroll
     for (int e = 0; e < C::kE; ++e) w[e] = softmax_weight(v[e], m, temp);
-    float sum = 0.0f;
-    for (int j = 0; j < k; ++j) sum += at(w, j);
-    return sum;
+    return sum_in_order(k, [&](int j) { return at(w, j); });
   }
 };
 
@@ -116,16 +114,7 @@ __device__ __forceinline__ int row_choice(const RowLanes<KP>& r, int k, const Wa
 #pragma unroll
       for (int e = 0; e < C::kE; ++e) q[e] *= inv;
     }
-    // sample_row: the first j whose running sum exceeds u, else the last j with q > 0.
-    float c = 0.0f;
-    int last = 0, hit = -1;
-    for (int x = 0; x < k; ++x) {
-      const float qx = r.at(q, x);
-      if (qx > 0.0f) last = x;
-      c += qx;
-      if (hit < 0 && u < c && qx > 0.0f) hit = x;
-    }
-    j = hit >= 0 ? hit : last;
+    j = sample_from(k, u, [&](int x) { return r.at(q, x); });
   } else {
     j = r.argmax(k);
   }

@@ -29,28 +29,22 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
       : "memory");
 }
 
-// Waits for the phase of parity `parity` to complete.
+// Waits for the phase of parity `parity` to complete. kCluster: with acquire at cluster scope,
+// so that what the CTAs that arrived (with release, mbar_arrive_remote) wrote before arriving is
+// visible after; otherwise the CTA-scope default (the copies' bytes, this CTA's arrivals).
+#define DFSEL_MBAR_WAIT(SEM)                                                         \
+  "{\n\t.reg .pred done;\n"                                                           \
+  "WAIT_%=:\n\t"                                                                       \
+  "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n\t"               \
+  "@!done bra WAIT_%=;\n\t}"
+template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n\t.reg .pred done;\n"
-      "WAIT_%=:\n\t"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-      "@!done bra WAIT_%=;\n\t}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
+  if constexpr (kCluster)
+    asm volatile(DFSEL_MBAR_WAIT(".acquire.cluster")::"r"(smem_addr(bar)), "r"(parity) : "memory");
+  else
+    asm volatile(DFSEL_MBAR_WAIT("")::"r"(smem_addr(bar)), "r"(parity) : "memory");
 }
-
-// Waits for phase `parity` with acquire at cluster scope: what the CTAs that arrived (with
-// release, mbar_arrive_remote) wrote before arriving is visible after.
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n\t.reg .pred done;\n"
-      "WAIT_%=:\n\t"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
-      "@!done bra WAIT_%=;\n\t}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
+#undef DFSEL_MBAR_WAIT
 
 // Arrives, with release at cluster scope, on the barrier at bar's offset in the shared memory
 // of cluster CTA `rank` (this CTA's own included).

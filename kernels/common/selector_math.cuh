@@ -25,14 +25,25 @@ DFSEL_HD float transform_logit(Transform t, float z) {
   return t.softcap > 0.0f ? t.softcap * tanhf(x / t.softcap) : x;
 }
 
+// Whether score a displaces score b as the best: a number beats NaN, a larger number beats a
+// smaller one; on equal scores (or two NaN) the earlier index stays.
+DFSEL_HD bool score_beats(float a, float b) { return a > b || (b != b && a == a); }
+
 // argmax over K scores, lowest j on ties; NaN never wins over a number.
 DFSEL_HD int argmax_row(const float* s, int k) {
   int best = 0;
-  for (int j = 1; j < k; ++j) {
-    const float a = s[j], b = s[best];
-    if (a > b || (b != b && a == a)) best = j;
-  }
+  for (int j = 1; j < k; ++j)
+    if (score_beats(s[j], s[best])) best = j;
   return best;
+}
+
+// w(0) + w(1) + ... + w(k - 1), added in that order from +0: the one order every softmax sum
+// of a row is taken in (a kernel may gather the values from other lanes).
+template <class W>
+DFSEL_HD float sum_in_order(int k, W w) {
+  float sum = 0.0f;
+  for (int j = 0; j < k; ++j) sum += w(j);
+  return sum;
 }
 
 // Largest finite-or-inf score of a row (NaN skipped); -inf when there is none.
@@ -55,8 +66,7 @@ DFSEL_HD float softmax_weight(float s, float m, float temp) {
 DFSEL_HD float softmax_at(const float* s, int k, float temp, int j) {
   const float m = row_max(s, k);
   if (m == -INFINITY) return 1.0f / (float)k;
-  float sum = 0.0f;
-  for (int i = 0; i < k; ++i) sum += softmax_weight(s[i], m, temp);
+  const float sum = sum_in_order(k, [&](int i) { return softmax_weight(s[i], m, temp); });
   return softmax_weight(s[j], m, temp) / sum;
 }
 
@@ -67,26 +77,29 @@ DFSEL_HD void softmax_row(const float* s, int k, float temp, float* q) {
     for (int i = 0; i < k; ++i) q[i] = 1.0f / (float)k;
     return;
   }
-  float sum = 0.0f;
-  for (int i = 0; i < k; ++i) {
-    q[i] = softmax_weight(s[i], m, temp);
-    sum += q[i];
-  }
-  const float inv = 1.0f / sum;
+  for (int i = 0; i < k; ++i) q[i] = softmax_weight(s[i], m, temp);
+  const float inv = 1.0f / sum_in_order(k, [&](int i) { return q[i]; });
   for (int i = 0; i < k; ++i) q[i] *= inv;
 }
 
-// Inverse CDF: the first j whose running sum of q exceeds u; the last j with q > 0 when
-// rounding leaves the total below u.
-DFSEL_HD int sample_row(const float* q, int k, float u) {
+// Inverse CDF over q(0), ..., q(k - 1): the first j whose running sum exceeds u; the last j
+// with q > 0 when rounding leaves the total below u. Every q(j) is asked for, in j order (a
+// kernel may gather them from other lanes).
+template <class Q>
+DFSEL_HD int sample_from(int k, float u, Q q) {
   float c = 0.0f;
-  int last = 0;
+  int last = 0, hit = -1;
   for (int j = 0; j < k; ++j) {
-    if (q[j] > 0.0f) last = j;
-    c += q[j];
-    if (u < c && q[j] > 0.0f) return j;
+    const float qj = q(j);
+    if (qj > 0.0f) last = j;
+    c += qj;
+    if (hit < 0 && u < c && qj > 0.0f) hit = j;
   }
-  return last;
+  return hit >= 0 ? hit : last;
+}
+
+DFSEL_HD int sample_row(const float* q, int k, float u) {
+  return sample_from(k, u, [&](int j) { return q[j]; });
 }
 
 }  // namespace dfsel
