@@ -2,9 +2,9 @@
 // sections 2, 4.5, 4.6 and 5). A cluster of C = min(L, the largest cluster the device holds)
 // CTAs per block; CTA rank c takes positions p = 1 + c, 1 + c + C, ... in phases
 // (kernels/block/lattice_*.cuh): stage the records and copy the codebook rows, merge, find the
-// rows, score, write the row and push its walk steps to rank 0, which walks the block once
-// every CTA of the cluster has arrived on its steps barrier. No ticket, no global fence, and
-// nothing is left in the workspace between launches.
+// rows, score, write the row and push its walk steps to rank 0, which walks the block after a
+// cluster barrier. No ticket, no global fence, and nothing is left in the workspace between
+// launches.
 #include "kernels/score_lattice.cuh"
 
 #include <assert.h>
@@ -26,12 +26,10 @@ __global__ void __launch_bounds__(kLatticeThreads, 2) lattice_kernel(LatticeArgs
   extern __shared__ __align__(128) uint8_t smem[];
   const LatticeShared<KP> s = carve_lattice<KP>(smem, sm);
   const int L = a.block_size - 1, b = blockIdx.x / cluster, rank = blockIdx.x % cluster;
-  // The barriers first: a fence here waits for nothing in flight. Peers write the walker's
-  // shared memory (its tables, its steps barrier) only after every CTA has arrived below, the
-  // walker with release so that its barrier's initialisation is seen.
+  // The copies' barrier first: a fence here waits for nothing in flight. Peers write the
+  // walker's tables only after every CTA has arrived below.
   if (threadIdx.x == 0) {
     mbar_init(&s.bar[0], 1);
-    if (rank == 0) mbar_init(&s.bar[1], (uint32_t)cluster);
     mbar_init_fence();
   }
   __syncthreads();
@@ -57,9 +55,11 @@ __global__ void __launch_bounds__(kLatticeThreads, 2) lattice_kernel(LatticeArgs
     __syncthreads();  // the next position restages what write_row reads; the steps are all out
   }
   if (!started) cluster_wait();
-  if (threadIdx.x == 0) mbar_arrive_remote(&s.bar[1], 0);  // releases this CTA's steps to the walker
+  // Every CTA's steps are in the walker's tables (or the workspace) after this barrier, and no
+  // CTA exits while a peer may still write its shared memory.
+  cluster_arrive_release();
+  cluster_wait();
   if (rank != 0) return;
-  mbar_wait<true>(&s.bar[1], 0);
   walk_block<KP>(a, sm, s, b, anchor_ok);
 }
 

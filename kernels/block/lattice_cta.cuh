@@ -47,7 +47,7 @@ struct LatticeShared {
   float* qtab;       // walker: [L][KP][KP] q rows pushed by every CTA (push_q)
   int* used;         // walker: [L] lattice row of each step, -1 once stopped
   int* pick;         // walker: [L] candidate emitted at each step, -1 if none
-  uint64_t* bar;     // [0] the staged rows' transfers, [1] walker: the CTAs whose steps are in
+  uint64_t* bar;     // [0] the staged rows' transfers ([1] unused)
   int* misc;         // [0] the anchor's owner (sharded, p = 1)
 };
 

@@ -29,29 +29,15 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
       : "memory");
 }
 
-// Waits for the phase of parity `parity` to complete. kCluster: with acquire at cluster scope,
-// so that what the CTAs that arrived (with release, mbar_arrive_remote) wrote before arriving is
-// visible after; otherwise the CTA-scope default (the copies' bytes, this CTA's arrivals).
-#define DFSEL_MBAR_WAIT(SEM)                                                         \
-  "{\n\t.reg .pred done;\n"                                                           \
-  "WAIT_%=:\n\t"                                                                       \
-  "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n\t"               \
-  "@!done bra WAIT_%=;\n\t}"
-template <bool kCluster = false>
+// Waits for the phase of parity `parity` to complete (the copies' bytes, this CTA's arrivals).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  if constexpr (kCluster)
-    asm volatile(DFSEL_MBAR_WAIT(".acquire.cluster")::"r"(smem_addr(bar)), "r"(parity) : "memory");
-  else
-    asm volatile(DFSEL_MBAR_WAIT("")::"r"(smem_addr(bar)), "r"(parity) : "memory");
-}
-#undef DFSEL_MBAR_WAIT
-
-// Arrives, with release at cluster scope, on the barrier at bar's offset in the shared memory
-// of cluster CTA `rank` (this CTA's own included).
-__device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile(
+      "{\n\t.reg .pred done;\n"
+      "WAIT_%=:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra WAIT_%=;\n\t}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
 }
 
 // bytes (a multiple of 16) from src to dst, both 16-byte aligned, counted on bar.
