@@ -1,5 +1,5 @@
-// Host side of thread-block clusters, shared by the launchers that use them (gate, lattice):
-// a launch configuration with a 1-D cluster, and whether a cluster fits on the current device.
+// Host side of the launches of a step, shared by the launchers: a launch configuration (a 1-D
+// thread-block cluster, a chained launch), and whether a cluster fits on the current device.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,20 +8,30 @@ namespace dfsel::cuda {
 
 constexpr int kPortableCluster = 8;  // every sm_90 part launches clusters of 8
 
-// grid CTAs of `threads` in clusters of `cluster` along x; attr must outlive the launch.
-inline cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem, int cluster, cudaStream_t stream,
-                                         cudaLaunchAttribute (&attr)[1]) {
+// grid CTAs of `threads`, in clusters of `cluster` along x (1: no cluster); chained: the
+// launch may start while the previous kernel in the stream runs (kernels/common/chain.cuh says
+// what the kernel must do then). attr must outlive the launch.
+inline cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t smem, cudaStream_t stream, int cluster,
+                                        bool chained, cudaLaunchAttribute (&attr)[2]) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3((unsigned)threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned)cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = 0;
+  if (cluster > 1) {
+    cudaLaunchAttribute& a = attr[cfg.numAttrs++];
+    a.id = cudaLaunchAttributeClusterDimension;
+    a.val.clusterDim.x = (unsigned)cluster;
+    a.val.clusterDim.y = 1;
+    a.val.clusterDim.z = 1;
+  }
+  if (chained) {
+    cudaLaunchAttribute& a = attr[cfg.numAttrs++];
+    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a.val.programmaticStreamSerializationAllowed = 1;
+  }
   return cfg;
 }
 
@@ -35,8 +45,8 @@ inline bool cluster_fits(const void* kernel, int threads, size_t smem, int clust
     cudaGetLastError();
     return false;
   }
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = cluster_config(dim3((unsigned)cluster), threads, smem, cluster, nullptr, attr);
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)cluster), threads, smem, nullptr, cluster, false, attr);
   int n = 0;
   if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
     cudaGetLastError();

@@ -22,6 +22,7 @@
 
 #include "kernels/block/gate_mma.cuh"
 #include "kernels/block/gate_rows.cuh"
+#include "kernels/common/chain.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/cluster_launch.cuh"
 #include "kernels/dispatch.cuh"
@@ -156,6 +157,7 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::kMinCtas)
   const int n_st = (int)std::max<int64_t>(0, std::min<int64_t>(st0 + stages_per_cta, total) - st0);
   const uint8_t* w = (const uint8_t*)a.w_h;
   const uint8_t* h = (const uint8_t*)a.hidden;
+  chain_release();  // the step's top-K, chained after the gate, starts beside it
 
   for (int mg = blockIdx.y; mg < row_groups; mg += gridDim.y) {
     const int m0 = mg * kM;
@@ -277,6 +279,7 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::kMinCtas)
     }
     __syncthreads();  // the next row group restages over part
   }
+  chain_wait();  // chained: completes after the kernel before it
 }
 
 bool aligned(const void* p, size_t stride, size_t to) {
@@ -321,10 +324,10 @@ cudaError_t launch(const GateArgs& a, const GateShape& s, cudaStream_t stream) {
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (e != cudaSuccess) return e;
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = cluster_config(
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = launch_config(
       dim3((unsigned)(((a.R + Tl::kN - 1) / Tl::kN) * s.split), (unsigned)std::min(row_groups, kMaxRowGroups)),
-      Tl::kThreads, S::kBytes, s.split, stream, attr);
+      Tl::kThreads, S::kBytes, stream, s.split, a.chained != 0, attr);
   return cudaLaunchKernelEx(&cfg, kernel, a, s.split, per, row_groups);
 }
 

@@ -22,6 +22,8 @@ struct GateArgs {
   RowMap map;
   int32_t n_rows;
   float* g;             // [n_rows][R]
+  int32_t chained;      // nonzero: may start while the previous kernel in the stream runs
+                        // (kernels/common/chain.cuh), which must not touch g
 };
 
 // What the gate needs to know of its device, read once at plan creation, and two tuning

@@ -4,6 +4,8 @@
 
 #include <assert.h>
 
+#include "kernels/cluster_launch.cuh"
+#include "kernels/common/chain.cuh"
 #include "kernels/common/row_source.cuh"
 
 namespace dfsel::cuda {
@@ -21,6 +23,8 @@ __device__ __forceinline__ void copy_row(uint8_t* dst, const uint8_t* src, size_
 
 template <typename U>
 __global__ void __launch_bounds__(kWarps * 32) pack_kernel(PackRecordsArgs a, size_t bytes) {
+  chain_release();
+  chain_wait();  // the records the top-K before it wrote
   const int lane = threadIdx.x & 31;
   const int64_t item = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
   const ExchangeLayout& l = a.layout;
@@ -62,13 +66,14 @@ cudaError_t pack_records(const PackRecordsArgs& a, cudaStream_t stream) {
   // the sources' alignment, their stride and the row size.
   const uintptr_t mix = (uintptr_t)a.send | (uintptr_t)a.e_prev | (uintptr_t)a.e_next |
                         (uintptr_t)a.cb_row_stride | (uintptr_t)bytes;
-  const dim3 block(kWarps * 32);
-  if (mix % 16 == 0) pack_kernel<uint4><<<(unsigned)grid, block, 0, stream>>>(a, bytes);
-  else if (mix % 8 == 0) pack_kernel<uint2><<<(unsigned)grid, block, 0, stream>>>(a, bytes);
-  else if (mix % 4 == 0) pack_kernel<uint32_t><<<(unsigned)grid, block, 0, stream>>>(a, bytes);
-  else if (mix % 2 == 0) pack_kernel<uint16_t><<<(unsigned)grid, block, 0, stream>>>(a, bytes);
-  else pack_kernel<uint8_t><<<(unsigned)grid, block, 0, stream>>>(a, bytes);
-  return cudaGetLastError();
+  // Chained after the top-K: its launch and first instructions run under the top-K's tail.
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)grid), kWarps * 32, 0, stream, 1, true, attr);
+  if (mix % 16 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint4>, a, bytes);
+  if (mix % 8 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint2>, a, bytes);
+  if (mix % 4 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint32_t>, a, bytes);
+  if (mix % 2 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint16_t>, a, bytes);
+  return cudaLaunchKernelEx(&cfg, pack_kernel<uint8_t>, a, bytes);
 }
 
 }  // namespace dfsel::cuda

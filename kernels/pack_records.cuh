@@ -25,8 +25,9 @@ struct PackRecordsArgs {
   const int32_t* anchors;   // [layout.n_blocks]
 };
 
-// One launch over every (drafted row, candidate) and every block; never allocates, never
-// synchronises; graph-capturable. A candidate id outside [v_begin, v_end) (none from
+// One launch over every (drafted row, candidate) and every block, chained after the top-K that
+// wrote the records (kernels/common/chain.cuh); never allocates, never synchronises;
+// graph-capturable. A candidate id outside [v_begin, v_end) (none from
 // shard_topk) gets zero rows rather than an out-of-range read.
 cudaError_t pack_records(const PackRecordsArgs& args, cudaStream_t stream);
 

@@ -16,6 +16,7 @@
 #include "kernels/block/lattice_score.cuh"
 #include "kernels/block/lattice_walk.cuh"
 #include "kernels/cluster_launch.cuh"
+#include "kernels/common/chain.cuh"
 #include "kernels/dispatch.cuh"
 
 namespace dfsel::cuda {
@@ -35,6 +36,7 @@ __global__ void __launch_bounds__(kLatticeThreads, 2) lattice_kernel(LatticeArgs
   __syncthreads();
   if (rank == 0) cluster_arrive_release();
   else cluster_arrive_relaxed();
+  chain_wait();  // the records and g of the kernels before
   const int32_t anchor = a.anchors[b];
   const bool anchor_ok = anchor >= 0 && anchor < a.rows.n_vocab;
   uint32_t phase = 0;
@@ -182,8 +184,8 @@ cudaError_t score_lattice(const LatticeArgs& a, const LatticeLaunch& l, cudaStre
   const unsigned grid = (unsigned)a.n_blocks * (unsigned)l.cluster;
   return dispatch_k(a.k, [&](auto KP) {
     return dispatch_weight_type(a.cb_type, [&](auto T) {
-      cudaLaunchAttribute attr[1];
-      const cudaLaunchConfig_t cfg = cluster_config(dim3(grid), kLatticeThreads, l.smem.bytes, l.cluster, stream, attr);
+      cudaLaunchAttribute attr[2];
+      const cudaLaunchConfig_t cfg = launch_config(dim3(grid), kLatticeThreads, l.smem.bytes, stream, l.cluster, true, attr);
       return cudaLaunchKernelEx(&cfg, lattice_kernel<KP.value, T.value>, a, l.smem, l.cluster);
     });
   });

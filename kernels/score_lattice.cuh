@@ -79,7 +79,9 @@ struct LatticeLaunch {
 };
 cudaError_t lattice_launch(const LatticeArgs& args, int device, LatticeLaunch* out, int max_cluster = 0);
 
-// Enqueues the lattice and the walk for the validated arguments of the plan that made `launch`.
+// Enqueues the lattice and the walk for the validated arguments of the plan that made `launch`,
+// chained (kernels/common/chain.cuh): its set-up runs under the previous kernel's tail, and it
+// reads the records, g and the anchors only after that kernel has completed.
 cudaError_t score_lattice(const LatticeArgs& args, const LatticeLaunch& launch, cudaStream_t stream);
 
 }  // namespace dfsel::cuda

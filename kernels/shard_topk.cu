@@ -21,6 +21,8 @@
 
 #include "kernels/block/select.cuh"
 #include "kernels/block/topk_items.cuh"
+#include "kernels/cluster_launch.cuh"
+#include "kernels/common/chain.cuh"
 #include "kernels/dispatch.cuh"
 
 namespace dfsel::cuda {
@@ -86,6 +88,9 @@ __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
     for (int u = 0; u < U; ++u) it.v[u] = next[u];
   }
   select_flush(s, st, k);
+  // The next kernel of the step may start once every CTA has folded its chunk, not before:
+  // its CTAs would wait on SMs that this fold still needs.
+  chain_release();
 
   CandRec* out = a.out + (size_t)sel * a.out_stride;
   if (splits > 1) {
@@ -115,6 +120,9 @@ __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
     select_tile(s, st, recs, k);
     select_flush(s, st, k);
   }
+  // Chained, the CTAs that write the result wait for the kernel before (the step's gate) first,
+  // so that the grid completes after it and the next kernel's wait covers both.
+  chain_wait();
   if (tid < k) out[tid] = list_rec(s.list_key[st.cur][tid], s.list_z[st.cur][tid]);
 }
 
@@ -163,6 +171,11 @@ int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
   return a.splits;
 }
 
+bool shard_topk_one_wave(const ShardTopKArgs& a, int num_sms) {
+  const int per_sm = a.shares_sms ? kCtasPerSm - 1 : kCtasPerSm;
+  return (int64_t)a.n_rows * std::max(a.splits, 1) <= (int64_t)std::max(num_sms, 1) * per_sm;
+}
+
 cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream) {
   // The plan validated the arguments (shard_topk_splits > 0 for them) and sized the scratch.
   const int splits =
@@ -185,8 +198,9 @@ cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream)
       if (a.shares_sms)
         e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
       if (e != cudaSuccess) return;
-      kernel<<<grid, kSelectThreads, 0, stream>>>(a, chunk_vecs, parts);
-      e = cudaGetLastError();
+      cudaLaunchAttribute attr[2];
+      const cudaLaunchConfig_t cfg = launch_config(grid, kSelectThreads, 0, stream, 1, a.chained != 0, attr);
+      e = cudaLaunchKernelEx(&cfg, kernel, a, chunk_vecs, parts);
     });
   });
   return e;

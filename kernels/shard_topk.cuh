@@ -27,6 +27,9 @@ struct ShardTopKArgs {
   void* scratch;        // shard_topk_scratch_bytes; zeroed once at set-up, left reusable
   int32_t splits;       // 0: the built-in heuristic; > 0: chunks per row, forced (tuning sweeps)
   int32_t shares_sms;   // nonzero: another kernel runs beside; size the grid to leave it room
+  int32_t chained;      // nonzero: may start while the previous kernel in the stream runs
+                        // (kernels/common/chain.cuh), which must not touch the logits, the
+                        // scratch or out (the step's gate)
 };
 
 // Scratch for up to n_rows x n_cols on a device with num_sms multiprocessors.
@@ -38,6 +41,10 @@ size_t shard_topk_scratch_bytes_split(int32_t n_rows, int32_t k, int32_t splits,
 // CTAs per row that shard_topk launches for these arguments (the grid is n_rows times this);
 // 0 for arguments it would refuse. Benchmarks size their floor kernels with it.
 int shard_topk_splits(const ShardTopKArgs& args, int num_sms);
+
+// Whether the grid for these arguments (splits > 0: the count shard_topk_splits gave) is resident
+// all at once, one wave: rows x splits CTAs against the CTAs an SM holds beside the gate or alone.
+bool shard_topk_one_wave(const ShardTopKArgs& args, int num_sms);
 
 // Enqueues the selection on stream; never allocates, never synchronises; graph-capturable.
 cudaError_t shard_topk(const ShardTopKArgs& args, int num_sms, cudaStream_t stream);

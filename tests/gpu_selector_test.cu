@@ -227,6 +227,18 @@ TEST(GpuSelector, SmallShapesForSanitizers) {
         v.p_min = 0.05f;
         expect_gpu_matches_cpu(c, rng(), v);
       }
+  // Rows enough that the top-K's grid is several waves: the gate goes first and the top-K is
+  // chained to it (host/backend/cuda_backend.cu), for one plan and for a group of plans, whose
+  // later selects are chained to the earlier ones.
+  for (int S : {1, 2}) {
+    Case c;
+    c.K = 6;
+    c.block = 16;
+    c.blocks = 40;
+    Variant v;
+    if (S > 1) v.bounds = random_bounds(c.V, S, c.K, rng);
+    expect_gpu_matches_cpu(c, rng(), v);
+  }
 }
 
 }  // namespace

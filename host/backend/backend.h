@@ -28,7 +28,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual dfsel_backend kind() const = 0;
   virtual Endpoint endpoint() = 0;
-  virtual Status select(const dfsel_inputs& in, void* stream) = 0;
+  // follows_select: the work last enqueued on stream is another plan's select of the same call
+  // (plans of one group sharing a stream), so this one may start beside it.
+  virtual Status select(const dfsel_inputs& in, void* stream, bool follows_select) = 0;
   // Outputs have packed_row_stride resolved (validate_run).
   virtual Status finish(const dfsel_inputs& in, const dfsel_outputs& out, void* stream) = 0;
   // Whether the work enqueued on stream has completed (a failed stream is an error).

@@ -75,7 +75,7 @@ class CpuBackend final : public CompletesInRun<Backend> {
   dfsel_backend kind() const override { return DFSEL_BACKEND_CPU; }
   Endpoint endpoint() override { return Endpoint{base_ + c_.send, base_ + c_.recv, -1, nullptr}; }
 
-  Status select(const dfsel_inputs& in, void*) override {
+  Status select(const dfsel_inputs& in, void*, bool) override {
     const ExchangeLayout l = sh_.layout_for(in.n_blocks);
     for (int32_t b = 0; b < in.n_blocks; ++b)
       if (in.anchors[b] < 0 || in.anchors[b] >= sh_.n_vocab)

@@ -1,7 +1,8 @@
 // The CUDA backend: set-up allocates, reads the device once and decides every launch (the
 // top-K's split per row count, the gate's device, the lattice's carve and shared-memory
-// limit); a run only enqueues kernels on the caller's stream (top-K + gate [+ record rows],
-// exchange, lattice + walk), allocates nothing and can be captured in a CUDA graph.
+// limit); a run only enqueues kernels on the caller's stream (top-K and gate [, record rows],
+// exchange, lattice + walk; the gate on a side stream forked from it when the top-K is one
+// wave), chained where that pays, allocates nothing and can be captured in a CUDA graph.
 #include <cuda_runtime.h>
 
 #include <cinttypes>
@@ -121,7 +122,7 @@ class CudaBackend final : public Backend {
   dfsel_backend kind() const override { return DFSEL_BACKEND_CUDA; }
   Endpoint endpoint() override { return Endpoint{send_buffer(), recv_buffer(), desc_.device, ready_}; }
 
-  Status select(const dfsel_inputs& in, void* stream) override {
+  Status select(const dfsel_inputs& in, void* stream, bool follows_select) override {
     DeviceGuard guard(desc_.device);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     DFSEL_TRY(check_stream(st, desc_.device, true));
@@ -140,16 +141,9 @@ class CudaBackend final : public Backend {
     t.out = layout_cands(l, send_buffer());
     t.out_stride = (size_t)sh_.k;
     t.scratch = base_ + c_.scratch;
-    t.shares_sms = 1;  // the gate runs beside it (below)
+    t.shares_sms = 1;  // the gate runs beside it
     const std::vector<int>& splits = splits_[row_bytes(in.logits.type, 1) == 4 ? 0 : 1];
     t.splits = in.n_blocks < (int32_t)splits.size() ? splits[in.n_blocks] : 1;
-    // The gate does not depend on the top-K: it runs beside it on a side stream that forks
-    // from the caller's stream here and joins it in finish(), just before the lattice, its only
-    // reader; the exchange and record packing need only the top-K and do not wait for it (a
-    // fork/join that graph capture keeps).
-    DFSEL_CUDA_TRY(cudaEventRecord(fork_, st), "cudaEventRecord");
-    DFSEL_CUDA_TRY(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent");
-    DFSEL_CUDA_TRY(cuda::shard_topk(t, num_sms_, st), "shard_topk launch");
     cuda::GateArgs g{};
     g.w_h = desc_.w_h.data;
     g.w_type = desc_.w_h.type;
@@ -162,8 +156,30 @@ class CudaBackend final : public Backend {
     g.map = map;
     g.n_rows = l.n_drafted;
     g.g = reinterpret_cast<float*>(base_ + c_.g);
-    DFSEL_CUDA_TRY(cuda::gate(g, gate_dev_, side_), "gate launch");
-    DFSEL_CUDA_TRY(cudaEventRecord(join_, side_), "cudaEventRecord");
+    // The gate runs beside the top-K, one of two ways (kernels/common/chain.cuh for chaining;
+    // measured on one H200, bench/results/README.md, 2026-12-01):
+    //  - the top-K's grid is one resident wave: the top-K goes first on the caller's stream, so
+    //    its CTAs spread evenly over the SMs, and the gate on the side stream, forked here and
+    //    joined before the lattice (the gate first cost 256 tokens 117.7 us against 89.7);
+    //  - several waves: a gate on the side stream finds no SM until the top-K drains (at 1024
+    //    tokens it started at 212 us of 242), so it goes first on the caller's stream, and the
+    //    top-K is chained to it and starts beside it (293 against 318 us).
+    // After another plan's select on the same stream (a group of plans on one GPU), the first
+    // kernel is chained too, so that the two selects share the GPU.
+    forked_ = cuda::shard_topk_one_wave(t, num_sms_);
+    if (forked_) {
+      DFSEL_CUDA_TRY(cudaEventRecord(fork_, st), "cudaEventRecord");
+      DFSEL_CUDA_TRY(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent");
+      t.chained = follows_select ? 1 : 0;
+      DFSEL_CUDA_TRY(cuda::shard_topk(t, num_sms_, st), "shard_topk launch");
+      DFSEL_CUDA_TRY(cuda::gate(g, gate_dev_, side_), "gate launch");
+      DFSEL_CUDA_TRY(cudaEventRecord(join_, side_), "cudaEventRecord");
+    } else {
+      g.chained = follows_select ? 1 : 0;
+      t.chained = 1;
+      DFSEL_CUDA_TRY(cuda::gate(g, gate_dev_, st), "gate launch");
+      DFSEL_CUDA_TRY(cuda::shard_topk(t, num_sms_, st), "shard_topk launch");
+    }
     if (sh_.sharded) {
       cuda::PackRecordsArgs p{};
       p.send = static_cast<uint8_t*>(send_buffer());
@@ -183,8 +199,8 @@ class CudaBackend final : public Backend {
 
   Status finish(const dfsel_inputs& in, const dfsel_outputs& out, void* stream) override {
     DeviceGuard guard(desc_.device);
-    // The gate (select) joins here: the lattice reads g.
-    DFSEL_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), join_, 0), "cudaStreamWaitEvent");
+    // The gate's side stream (select) joins here: the lattice reads g.
+    if (forked_) DFSEL_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), join_, 0), "cudaStreamWaitEvent");
     cuda::LatticeArgs a = lattice_args(in.n_blocks);
     a.anchors = in.anchors;
     a.walk = WalkParams{in.temperature, in.p_min, in.seed};
@@ -289,7 +305,8 @@ class CudaBackend final : public Backend {
   uint8_t* base_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
-  cudaStream_t side_ = nullptr;  // the gate's, beside the top-K
+  cudaStream_t side_ = nullptr;  // the gate's, when it runs beside a one-wave top-K
+  bool forked_ = false;          // this run's select put the gate on side_
   const int32_t* last_anchors_ = nullptr;
 };
 

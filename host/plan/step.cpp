@@ -35,7 +35,11 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
   auto stream_of = [&](int i) { return streams ? streams[i] : nullptr; };
   // A communicator that has reported an error would fail or hang the all-gather: refuse first.
   for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->exchange->health());
-  for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->backend->select(in[i], stream_of(i)));
+  for (int i = 0; i < n; ++i) {
+    bool follows = false;  // an earlier plan of this call selected on the same stream
+    for (int j = 0; j < i && !follows; ++j) follows = stream_of(j) == stream_of(i);
+    DFSEL_TRY(plans[i]->backend->select(in[i], stream_of(i), follows));
+  }
   DFSEL_TRY(exchange_round(n, plans, streams, plans[0]->shape.layout_for(in[0].n_blocks).bytes, sc.order, sc.ranks));
   for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->backend->finish(in[i], outs[i], stream_of(i)));
   return Status::success();
