@@ -29,109 +29,12 @@
 #include "bench_data.cuh"
 #include "bench_util.cuh"
 #include "kernels/shard_topk.cuh"
+#include "step_setup.cuh"
 
 namespace dfsel::bench {
 namespace {
 
-constexpr int kR = 256, kK = 16;
-constexpr int64_t kEmbd = 5120;
 constexpr double kTorchSelectorUs = 361.0;  // SPEC section 7: PyTorch selector, V = 202048, 1 block
-
-struct StepShape {
-  int blocks;
-  int64_t vocab;
-  int ranks;
-  dfsel_placement placement;
-  int block = 16;  // tokens per block (one anchor, block - 1 drafted rows)
-  int rows() const { return blocks * (block - 1); }
-  std::string name(const char* family) const {
-    std::string n = std::string(family) + "/";
-    if (ranks > 1) n += "ranks:" + std::to_string(ranks) + "/";
-    n += "tokens:" + std::to_string(blocks * block) + "/vocab:" + std::to_string(vocab) + "/k:16/f32/bf16";
-    if (ranks > 1) n += placement == DFSEL_CODEBOOKS_SHARDED ? "/sharded" : "/replicated";
-    return n;
-  }
-  double bytes() const {
-    const double rows = (double)this->rows();
-    return rows * vocab * 4 + (double)kR * kEmbd * 2 + rows * kEmbd * 4 + rows * kK * 2 * kR * 2;
-  }
-};
-
-// One rank's plan, weights and rotated inputs on one device.
-struct Rank {
-  int device = 0;
-  DeviceMem e_prev, e_next, w_h, hidden, anchors, path, n_emitted;
-  std::vector<std::unique_ptr<DeviceMem>> logits;  // rotated copies
-  dfsel_plan* plan = nullptr;
-  std::vector<dfsel_inputs> in;
-  dfsel_outputs out{};
-  cudaStream_t stream = nullptr;
-  size_t workspace = 0;
-  ~Rank() {
-    cudaSetDevice(device);
-    if (plan) dfsel_plan_destroy(plan);
-    if (stream) cudaStreamDestroy(stream);
-  }
-};
-
-bool setup_rank(benchmark::State& state, const StepShape& s, int rank, int device, int copies, void* comm, Rank* r) {
-  r->device = device;
-  cudaSetDevice(device);
-  const int64_t vb = s.vocab * rank / s.ranks, ve = s.vocab * (rank + 1) / s.ranks, vs = ve - vb;
-  const bool sharded = s.placement == DFSEL_CODEBOOKS_SHARDED;
-  const int64_t cb_rows = sharded ? vs : s.vocab, cb_first = sharded ? vb : 0;
-  const int64_t n_tokens = (int64_t)s.blocks * s.block;
-  const size_t cb_row = (size_t)kR * 2;
-  if (!cuda_ok(state, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
-      !cuda_ok(state, r->e_prev.alloc(cb_rows * cb_row, device), "cudaMalloc e_prev") ||
-      !cuda_ok(state, r->e_next.alloc(cb_rows * cb_row, device), "cudaMalloc e_next") ||
-      !cuda_ok(state, r->w_h.alloc((size_t)kR * kEmbd * 2, device), "cudaMalloc w_h") ||
-      !cuda_ok(state, r->hidden.alloc((size_t)n_tokens * kEmbd * 4, device), "cudaMalloc hidden") ||
-      !cuda_ok(state, r->anchors.alloc((size_t)s.blocks * 4, device), "cudaMalloc anchors") ||
-      !cuda_ok(state, r->path.alloc((size_t)s.rows() * 4, device), "cudaMalloc path") ||
-      !cuda_ok(state, r->n_emitted.alloc((size_t)s.blocks * 4, device), "cudaMalloc n_emitted"))
-    return false;
-  // Rank-independent values: every rank sees the same global codebooks and hidden states.
-  fill_hashed(r->e_prev.get(), DFSEL_TYPE_BF16, cb_rows * kR, 0.1f, 11 + cb_first * kR);
-  fill_hashed(r->e_next.get(), DFSEL_TYPE_BF16, cb_rows * kR, 0.1f, 12 + cb_first * kR);
-  fill_hashed(r->w_h.get(), DFSEL_TYPE_BF16, (size_t)kR * kEmbd, 0.02f, 13);
-  fill_hashed(r->hidden.get(), DFSEL_TYPE_F32, (size_t)n_tokens * kEmbd, 1.0f, 14);
-  std::vector<int32_t> anchors(s.blocks);
-  for (int b = 0; b < s.blocks; ++b) anchors[b] = (int32_t)(hash64(b) % (uint64_t)s.vocab);
-  cudaMemcpy(r->anchors.get(), anchors.data(), anchors.size() * 4, cudaMemcpyHostToDevice);
-  for (int c = 0; c < copies; ++c) {
-    r->logits.emplace_back(new DeviceMem());
-    if (!cuda_ok(state, r->logits.back()->alloc((size_t)n_tokens * vs * 4, device), "cudaMalloc logits")) return false;
-    fill_hashed(r->logits.back()->get(), DFSEL_TYPE_F32, (size_t)n_tokens * vs, 8.0f, 100 + c * 7919 + rank);
-  }
-  dfsel_plan_desc d{};
-  d.config = dfsel_config{s.vocab, kEmbd, kR, kK, s.block, 1.0f, 0.0f, s.blocks};
-  d.shard = dfsel_shard{rank, s.ranks, vb, ve};
-  d.backend = DFSEL_BACKEND_CUDA;
-  d.device = device;
-  d.placement = s.placement;
-  d.e_prev = matrix(r->e_prev.get(), DFSEL_TYPE_BF16, kR, cb_rows, cb_row);
-  d.e_next = matrix(r->e_next.get(), DFSEL_TYPE_BF16, kR, cb_rows, cb_row);
-  d.w_h = matrix(r->w_h.get(), DFSEL_TYPE_BF16, kEmbd, kR, (size_t)kEmbd * 2);
-  d.nccl_comm = comm;
-  char msg[512];
-  if (dfsel_plan_create(&d, &r->plan, msg, sizeof msg) != DFSEL_SUCCESS) {
-    state.SkipWithError(msg);
-    return false;
-  }
-  dfsel_workspace_size(&d, &r->workspace, msg, sizeof msg);
-  for (int c = 0; c < copies; ++c) {
-    dfsel_inputs in{};
-    in.logits = matrix(r->logits[c]->get(), DFSEL_TYPE_F32, vs, n_tokens, (size_t)vs * 4);
-    in.hidden = matrix(r->hidden.get(), DFSEL_TYPE_F32, kEmbd, n_tokens, (size_t)kEmbd * 4);
-    in.anchors = r->anchors.as<int32_t>();
-    in.n_blocks = s.blocks;
-    r->in.push_back(in);
-  }
-  r->out.path = r->path.as<int32_t>();
-  r->out.n_emitted = r->n_emitted.as<int32_t>();
-  return cuda_ok(state, cudaDeviceSynchronize(), "set-up");
-}
 
 size_t record_bytes(const StepShape& s) {
   const int64_t rows = s.rows();
@@ -141,7 +44,7 @@ size_t record_bytes(const StepShape& s) {
 }
 
 void selector_step(benchmark::State& state, StepShape s) {
-  const int copies = rotation_copies((size_t)s.blocks * s.block * s.vocab * 4);
+  const int copies = rotation_copies((size_t)s.blocks * s.block * s.vocab * elem_bytes(s.logits));
   Rank r;
   if (!setup_rank(state, s, 0, 0, copies, nullptr, &r)) return;
   time_graph(state, copies, s.bytes(), [&](int c, cudaStream_t st) {
@@ -544,6 +447,18 @@ void add(const char* family, void (*fn)(benchmark::State&, StepShape), const Ste
 const bool registered = [] {
   for (int blocks : {1, 4, 16, 64}) add("SelectorStep", selector_step, StepShape{blocks, 248320, 1, DFSEL_CODEBOOKS_REPLICATED});
   add("SelectorStep", selector_step, StepShape{1, 202048, 1, DFSEL_CODEBOOKS_REPLICATED});
+  // Every output (llama.cpp's walker reads the packed rows), and BF16 logits.
+  for (int blocks : {1, 4, 16, 64}) {
+    StepShape s{blocks, 248320, 1, DFSEL_CODEBOOKS_REPLICATED};
+    s.all_outputs = true;
+    add("SelectorStep", selector_step, s);
+  }
+  for (bool all : {false, true}) {
+    StepShape s{1, 248320, 1, DFSEL_CODEBOOKS_REPLICATED};
+    s.logits = DFSEL_TYPE_BF16;
+    s.all_outputs = all;
+    add("SelectorStep", selector_step, s);
+  }
   for (int S : {2, 8})
     for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
       add("SimulatedShards", simulated_shards, StepShape{1, 248320, S, pl});
