@@ -44,9 +44,26 @@ def _in_tree():
     return os.path.exists(os.path.join(TREE, "CMakeLists.txt")) and os.path.exists(os.path.join(TREE, "host"))
 
 
+def _cmake():
+    """The first cmake on PATH that runs. A cmake that pip installed into a virtual environment
+    is a launcher importing its package, which pip's isolated build environment hides: it is on
+    PATH there but fails, and a system cmake later on PATH works."""
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        cmake = shutil.which("cmake", path=folder or os.curdir)
+        if cmake is None:
+            continue
+        try:
+            r = subprocess.run([cmake, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if r.returncode == 0:
+            return cmake
+    return None
+
+
 def _build_library(work):
     """Builds libdfsel.so from the source tree into work and returns its path."""
-    cmake = shutil.which("cmake")
+    cmake = _cmake()
     if cmake is None:
         raise RuntimeError("dfsel: building libdfsel.so needs CMake 3.24 or newer (scripts/install-deps.sh), or set "
                            "DFSEL_LIBRARY to a libdfsel.so already built")
