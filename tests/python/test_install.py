@@ -5,6 +5,7 @@ bundled instead; a copy of the package without the tree (as an sdist) is pure Py
 its library at run time or fails with a dfsel.Error that says what it tried. The README's
 Python snippet runs as written."""
 import ctypes.util
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -112,6 +113,26 @@ def test_library_bundled_next_to_the_package(tmp_path):
 def test_library_given_at_install_time_is_bundled(tmp_path):
     pip_install(SOURCE, tmp_path / "site", DFSEL_LIBRARY=dfsel.library_path())
     check_bundled(tmp_path / "site", tmp_path)
+
+
+def test_build_backend_passes_over_a_cmake_that_does_not_run(tmp_path, monkeypatch):
+    """A cmake first on PATH that fails, as a virtual environment's launcher does inside pip's
+    isolated build (it imports a package that environment hides), is passed over for the next
+    cmake on PATH that runs."""
+    if not shutil.which("cmake"):
+        pytest.skip("cmake is not installed")
+    bad = tmp_path / "bin"
+    bad.mkdir()
+    (bad / "cmake").write_text("#!/bin/sh\necho 'No module named cmake' >&2\nexit 1\n")
+    (bad / "cmake").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bad) + os.pathsep + os.environ.get("PATH", ""))
+    spec = importlib.util.spec_from_file_location("dfsel_build_under_test",
+                                                  os.path.join(SOURCE, "build_backend", "dfsel_build.py"))
+    backend = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(backend)
+    cmake = backend._cmake()
+    assert cmake is not None and os.path.dirname(cmake) != str(bad)
+    assert subprocess.run([cmake, "--version"], capture_output=True).returncode == 0
 
 
 def test_pip_install_from_the_tree_builds_the_library(tmp_path):
