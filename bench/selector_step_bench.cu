@@ -7,8 +7,10 @@
 //                    into every peer's symmetric window, one LSA barrier, a local copy-out
 //   FullLogitGather  the peer engines use today: all-gather the logits, then a top-K of the
 //                    whole rows on every GPU (dfsel's shard_topk, or CUB's segmented sort)
-// V = 248320, R = 256, K = 16, block 16, n_embd 5120, F32 logits and hidden, BF16 codebooks
-// and W_h, greedy. bytes = logits rows read + W_h + hidden rows + codebook rows gathered.
+// V = 248320, R = 256, K = 16, block 16, n_embd 5120, F32 logits (bf16 in the names that say
+// so) and hidden, BF16 codebooks and W_h, greedy; the path and n_emitted only, or every output
+// (/all_outputs). bytes = logits rows read + W_h + hidden rows + codebook rows gathered (+ the
+// outputs written). StepTimeline (step_timeline.cu) traces the same step kernel by kernel.
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include <cstring>
