@@ -2,9 +2,11 @@
 // values, shard counts on one GPU, placements, walks, graph capture, bad anchors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
+#include "kernels/shard_topk.cuh"
 #include "support/compare.h"
 #include "support/gpu.cuh"
 #include "support/problem.h"
@@ -227,14 +229,25 @@ TEST(GpuSelector, SmallShapesForSanitizers) {
         v.p_min = 0.05f;
         expect_gpu_matches_cpu(c, rng(), v);
       }
-  // Rows enough that the top-K's grid is several waves: the gate goes first and the top-K is
-  // chained to it (host/backend/cuda_backend.cu), for one plan and for a group of plans, whose
-  // later selects are chained to the earlier ones.
+  // Rows enough that the top-K's grid is several waves on this GPU: the gate goes first and the
+  // top-K is chained to it (host/backend/cuda_backend.cu), for one plan and for a group of
+  // plans on one stream, whose later selects are chained to the earlier ones.
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   for (int S : {1, 2}) {
     Case c;
     c.K = 6;
     c.block = 16;
-    c.blocks = 40;
+    // More rows than the 3 top-K CTAs an SM holds beside the gate (40 blocks on an H200).
+    c.blocks = std::max(40, 4 * sms / (c.block - 1) + 1);
+    cuda::ShardTopKArgs t{};
+    t.type = c.logits_t;
+    t.n_cols = c.V / S;
+    t.n_rows = c.blocks * (c.block - 1);
+    t.k = c.K;
+    t.shares_sms = 1;
+    t.splits = cuda::shard_topk_splits(t, sms);
+    ASSERT_FALSE(cuda::shard_topk_one_wave(t, sms)) << "the case no longer runs the several-waves path";
     Variant v;
     if (S > 1) v.bounds = random_bounds(c.V, S, c.K, rng);
     expect_gpu_matches_cpu(c, rng(), v);
