@@ -3,7 +3,8 @@
 // as a dot product in a fixed order, the biased logit, the Gumbel noise keyed by (seed, block,
 // step, token id), the normaliser's exact fixed-point terms and the confidence head.
 // Every rule depends on one token id alone, never on the shard that holds it, so that every
-// shard count computes bitwise the same values.
+// shard count computes bitwise the same values; exp, log and tanh are portable_math.cuh's, so
+// that every backend does too.
 #pragma once
 
 #include <math.h>
@@ -12,6 +13,7 @@
 #include "hd.cuh"
 #include "numeric.cuh"
 #include "philox.cuh"
+#include "portable_math.cuh"
 #include "row_map.cuh"
 #include "selector_math.cuh"
 
@@ -47,11 +49,17 @@ DFSEL_HD float markov_dot(const void* w2_row, dfsel_type type, const float* e, i
   return chained_dot([&](int r) { return load_elem(w2_row, type, r); }, [&](int r) { return e[r]; }, R);
 }
 
+// T(z): m z, or c tanh(m z / c) with a softcap (transform_logit's rule, with the portable tanh).
+DFSEL_HD float markov_transform(Transform t, float z) {
+  const float x = t.scale * z;
+  return t.softcap > 0.0f ? t.softcap * portable_tanhf(x / t.softcap) : x;
+}
+
 // l = T(z) + (W2[v] . e) * s: the base logit through the plan's transform (identity unless
 // logit_scale or softcap is set; llama.cpp applies neither), plus the Markov bias scaled by
 // markov_w2.scale (1 when absent).
 DFSEL_HD float markov_logit(Transform t, float z, float dot, float scale) {
-  return transform_logit(t, z) + dot * scale;
+  return markov_transform(t, z) + dot * scale;
 }
 
 // Gumbel noise of token id at step `step` of block `block`: one Philox4x32-10 call serves
@@ -64,7 +72,7 @@ DFSEL_HD float markov_gumbel(uint64_t seed, uint32_t block, uint32_t step, int32
   ctr.v[3] = 0x6473706bu;  // "dspk": apart from the DFlash2 walk's draws on the same seed
   const Philox4 r = philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
   const float u = (float)((r.v[(uint32_t)id & 3u] >> 8) | 1u) * (1.0f / 16777216.0f);
-  return -logf(-logf(u));
+  return -portable_logf(-portable_logf(u));
 }
 
 // The key a sampling step ranks token ids by (Gumbel-max: the largest key is a draw from
@@ -79,8 +87,10 @@ DFSEL_HD float markov_sample_key(float l, float temperature, float gumbel) { ret
 constexpr float kNormOne = 4503599627370496.0f;  // 2^52
 
 DFSEL_HD float norm_weight(float l, float m, float temperature) {
+  if (l != l) return 0.0f;
   if (m == -INFINITY) return l == -INFINITY ? 1.0f : 0.0f;
-  return softmax_weight(l, m, temperature);
+  if (m == INFINITY) return l == INFINITY ? 1.0f : 0.0f;
+  return portable_expf((l - m) / temperature);
 }
 
 struct NormSum {
@@ -104,9 +114,15 @@ DFSEL_HD float markov_prob(float l_x, float m, float temperature, NormSum z) {
   return zv > 0.0 ? (float)((double)norm_weight(l_x, m, temperature) / zv) : 0.0f;
 }
 
-// log sum_v exp(l_v / T) = m / T + log Z (-inf for a row of -inf or NaN only).
+// log sum_v exp(l_v / T) = m / T + log Z (-inf for a row of -inf or NaN only), log Z taken as
+// e ln 2 + ln f for Z = f 2^e (f in [1/2, 1), the portable log of f rounded to float).
 DFSEL_HD float markov_log_norm(float m, float temperature, NormSum z) {
-  return (float)((double)m / (double)temperature + log(norm_value(z)));
+  const double zv = norm_value(z);
+  if (zv <= 0.0) return -INFINITY;
+  int e = 0;
+  const double f = frexp(zv, &e);
+  const double log_z = (double)e * 0.6931471805599453 + (double)portable_logf((float)f);
+  return (float)((double)m / (double)temperature + log_z);
 }
 
 // The confidence head: sigmoid(w . [h ; e] + b), w one stored row of n_embd + R elements.
@@ -114,7 +130,7 @@ DFSEL_HD float markov_confidence(const void* w_row, dfsel_type type, const float
                                  const float* e, int R, float bias) {
   const float x = chained_dot([&](int i) { return load_elem(w_row, type, i); },
                               [&](int i) { return i < n_embd ? h[i] : e[i - n_embd]; }, (int)n_embd + R);
-  return 1.0f / (1.0f + expf(-(x + bias)));
+  return 1.0f / (1.0f + portable_expf(-(x + bias)));
 }
 
 }  // namespace dfsel
