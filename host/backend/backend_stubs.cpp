@@ -1,6 +1,7 @@
 // The answers of a build without CUDA.
 #include "host/backend/backend.h"
 #include "host/backend/device_memory.h"
+#include "host/backend/dspark_backend.h"
 
 namespace dfsel {
 
@@ -22,6 +23,12 @@ Status device_upload(const void*, size_t, int, void**) {
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
 void device_release(void*, int) {}
+Status make_cuda_dspark_backend(const dfsel_dspark_plan_desc&, const DSparkShape&, std::unique_ptr<DSparkBackend>*) {
+  return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
+}
+Status cuda_dspark_workspace_bytes(const dfsel_dspark_plan_desc&, const DSparkShape&, size_t*) {
+  return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
+}
 #endif
 
 }  // namespace dfsel

@@ -41,26 +41,6 @@ CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
   return c;
 }
 
-// A stream given to a run, a wait or a check must belong to the plan's device. CUDA refuses
-// the device query on a capturing stream (and the capture with it), so it is skipped there:
-// the launches check then. Waiting on a capturing stream would invalidate the caller's
-// capture, so a wait (capture_ok false) refuses one instead.
-Status check_stream(cudaStream_t st, int device, bool capture_ok) {
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  DFSEL_CUDA_TRY(cudaStreamIsCapturing(st, &cs), "cudaStreamIsCapturing");
-  if (cs != cudaStreamCaptureStatusNone) {
-    if (capture_ok) return Status::success();
-    return fail(DFSEL_INVALID_ARGUMENT, "stream %p is capturing a CUDA graph; check the plan after the graph has been "
-                "launched", static_cast<void*>(st));
-  }
-  int on = -1;
-  DFSEL_CUDA_TRY(cudaStreamGetDevice(st, &on), "cudaStreamGetDevice of the stream");
-  if (on != device)
-    return fail(DFSEL_INVALID_ARGUMENT, "stream %p belongs to CUDA device %d but the plan runs on device %d",
-                static_cast<void*>(st), on, device);
-  return Status::success();
-}
-
 Status sm_count(int device, int* n) {
   DFSEL_CUDA_TRY(cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   return Status::success();

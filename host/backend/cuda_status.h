@@ -1,4 +1,5 @@
-// CUDA runtime errors as dfsel statuses, and the device guard every CUDA entry point uses.
+// CUDA runtime errors as dfsel statuses, the stream check and the device guard every CUDA
+// entry point uses.
 // Host code of the CUDA backend and the device exchange only (needs cuda_runtime.h).
 #pragma once
 
@@ -21,6 +22,26 @@ inline Status cuda_fail(cudaError_t e, const char* what) {
     const cudaError_t e_ = (expr);                               \
     if (e_ != cudaSuccess) return ::dfsel::cuda_fail(e_, what);  \
   } while (0)
+
+// A stream given to a run, a wait or a check must belong to the plan's device. CUDA refuses
+// the device query on a capturing stream (and the capture with it), so it is skipped there:
+// the launches check then. Waiting on a capturing stream would invalidate the caller's
+// capture, so a wait (capture_ok false) refuses one instead.
+inline Status check_stream(cudaStream_t st, int device, bool capture_ok) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  DFSEL_CUDA_TRY(cudaStreamIsCapturing(st, &cs), "cudaStreamIsCapturing");
+  if (cs != cudaStreamCaptureStatusNone) {
+    if (capture_ok) return Status::success();
+    return fail(DFSEL_INVALID_ARGUMENT, "stream %p is capturing a CUDA graph; check the plan after the graph has been "
+                "launched", static_cast<void*>(st));
+  }
+  int on = -1;
+  DFSEL_CUDA_TRY(cudaStreamGetDevice(st, &on), "cudaStreamGetDevice of the stream");
+  if (on != device)
+    return fail(DFSEL_INVALID_ARGUMENT, "stream %p belongs to CUDA device %d but the plan runs on device %d",
+                static_cast<void*>(st), on, device);
+  return Status::success();
+}
 
 // Makes a plan's device current for the duration of a call and restores the caller's.
 class DeviceGuard {

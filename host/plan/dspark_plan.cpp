@@ -1,6 +1,6 @@
-// DSpark plan creation: everything a run needs is decided here, once. The CPU backend runs the
-// chain; this version's CUDA backend refuses it. NCCL plans agree with their peers through the
-// set-up exchange every plan kind shares (host/exchange/group_rule.h).
+// DSpark plan creation: everything a run needs is decided here, once, for the CPU backend (host
+// memory) or the CUDA backend (device memory on desc.device). NCCL plans agree with their peers
+// through the set-up exchange every plan kind shares (host/exchange/group_rule.h).
 #include <cinttypes>
 #include <new>
 
@@ -14,29 +14,30 @@ namespace dfsel {
 
 namespace {
 
-constexpr const char* kNoCudaChain =
-    "the CUDA backend does not run DSpark plans in this version of dfsel; use backend = CPU with host memory";
-
-// What this version runs a valid description on: the CPU backend, in process.
-Status check_backend(const dfsel_dspark_plan_desc& d, dfsel_backend kind) {
-  if (kind == DFSEL_BACKEND_CUDA) return fail(DFSEL_UNSUPPORTED, "%s", kNoCudaChain);
-  return check_exchange(d.nccl_comm, kind);
+// The backend a description runs on, resolved, and whether it can exchange as asked.
+Status dspark_backend_kind(const dfsel_dspark_plan_desc* desc, dfsel_backend* kind) {
+  if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
+  DFSEL_TRY(resolve_backend(desc->backend, kind));
+  return check_exchange(desc->nccl_comm, *kind);
 }
 
 Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan) {
-  DFSEL_TRY(validate_dspark_desc(desc, &plan->shape));
+  dfsel_backend kind = DFSEL_BACKEND_CPU;
+  DFSEL_TRY(dspark_backend_kind(desc, &kind));
+  DFSEL_TRY(validate_dspark_desc(desc, kind, &plan->shape));
   plan->desc = *desc;
-  DFSEL_TRY(resolve_backend(desc->backend, &plan->desc.backend));
-  DFSEL_TRY(check_backend(*desc, plan->desc.backend));
+  plan->desc.backend = kind;
   dfsel_dspark_plan_desc& d = plan->desc;
+  const bool on_device = kind == DFSEL_BACKEND_CUDA;
   if (is_kquant(d.w1.type) || is_kquant(d.w2.type) || (d.conf_w.data && is_kquant(d.conf_w.type))) {
     plan->widened.reset(new WidenedWeights());
-    DFSEL_TRY(widen_kquant_tensor(&d.w1, false, d.device, plan->widened.get()));
-    DFSEL_TRY(widen_kquant_tensor(&d.w2, false, d.device, plan->widened.get()));
-    if (d.conf_w.data) DFSEL_TRY(widen_kquant_tensor(&d.conf_w, false, d.device, plan->widened.get()));
-    DFSEL_TRY(validate_dspark_desc(&d, &plan->shape));
+    DFSEL_TRY(widen_kquant_tensor(&d.w1, on_device, d.device, plan->widened.get()));
+    DFSEL_TRY(widen_kquant_tensor(&d.w2, on_device, d.device, plan->widened.get()));
+    if (d.conf_w.data) DFSEL_TRY(widen_kquant_tensor(&d.conf_w, on_device, d.device, plan->widened.get()));
+    DFSEL_TRY(validate_dspark_desc(&d, kind, &plan->shape));
   }
-  plan->exchange = make_in_process_exchange(d.backend);
+  plan->exchange = make_in_process_exchange(kind);
+  if (on_device) return make_cuda_dspark_backend(d, plan->shape, &plan->backend);
   return make_cpu_dspark_backend(d, plan->shape, &plan->backend);
 }
 
@@ -61,11 +62,17 @@ RankSummary summarize_dspark(const dfsel_dspark_plan_desc& d) {
 
 Status dspark_workspace_bytes(const dfsel_dspark_plan_desc* desc, size_t* bytes) {
   if (!bytes) return fail(DFSEL_INVALID_ARGUMENT, "bytes (the output pointer) is NULL");
-  DSparkShape shape{};
-  DFSEL_TRY(validate_dspark_desc(desc, &shape));
   dfsel_backend kind = DFSEL_BACKEND_CPU;
-  DFSEL_TRY(resolve_backend(desc->backend, &kind));
-  DFSEL_TRY(check_backend(*desc, kind));
+  DFSEL_TRY(dspark_backend_kind(desc, &kind));
+  DSparkShape shape{};
+  DFSEL_TRY(validate_dspark_desc(desc, kind, &shape));
+  // K-quant weights are read as the BF16 that creation widens them to.
+  if (is_kquant(desc->w1.type)) shape.w1_row_bytes = row_bytes(DFSEL_TYPE_BF16, shape.R);
+  if (kind == DFSEL_BACKEND_CUDA) {
+    dfsel_dspark_plan_desc d = *desc;
+    if (is_kquant(d.w2.type)) d.w2.type = DFSEL_TYPE_BF16, d.w2.nb[1] = row_bytes(DFSEL_TYPE_BF16, shape.R);
+    return cuda_dspark_workspace_bytes(d, shape, bytes);
+  }
   // SIZE_MAX when it does not fit the address space, as dfsel_workspace_size answers; plan
   // creation refuses it (host/backend/cpu_setup.h).
   *bytes = cpu_dspark_workspace_bytes(*desc, shape);

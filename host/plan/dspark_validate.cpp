@@ -132,7 +132,7 @@ void list_dspark_plan_buffers(const dfsel_dspark_plan_desc& d, RunBuffers* bufs)
   bufs->add("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0, 1, true);
 }
 
-Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* shape) {
+Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, dfsel_backend kind, DSparkShape* shape) {
   if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
   const dfsel_dspark_plan_desc& d = *desc;
   const dfsel_dspark_config& c = d.config;
@@ -153,7 +153,7 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
   RunBuffers bufs;
   list_dspark_plan_buffers(d, &bufs);
   DFSEL_TRY(check_run_buffers(bufs));
-  DFSEL_TRY(check_d2t(d, shard_rows));
+  if (kind == DFSEL_BACKEND_CPU) DFSEL_TRY(check_d2t(d, shard_rows));
   if (shape) fill_shape(d, shape);
   return Status::success();
 }

@@ -71,7 +71,9 @@ DFSEL_HD float markov_gumbel(uint64_t seed, uint32_t block, uint32_t step, int32
   ctr.v[2] = step;
   ctr.v[3] = 0x6473706bu;  // "dspk": apart from the DFlash2 walk's draws on the same seed
   const Philox4 r = philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
-  const float u = (float)((r.v[(uint32_t)id & 3u] >> 8) | 1u) * (1.0f / 16777216.0f);
+  const uint32_t q = (uint32_t)id & 3u;  // a select, not an index: the words stay in registers
+  const uint32_t word = q == 0 ? r.v[0] : q == 1 ? r.v[1] : q == 2 ? r.v[2] : r.v[3];
+  const float u = (float)((word >> 8) | 1u) * (1.0f / 16777216.0f);
   return -portable_logf(-portable_logf(u));
 }
 

@@ -1,0 +1,270 @@
+// The CUDA backend of DSpark plans: one rank's part of the chain (docs/dspark.md) on one device,
+// bitwise the reference for every shard count (kernels/dspark_chain.cuh). Plan creation checks
+// d2t, sizes and allocates the workspace and chooses the pass's tile once; a run only enqueues
+// kernels on the caller's stream (begin; per step the pass, and on several ranks the merge
+// after the exchange), allocates nothing and can be captured in a CUDA graph.
+#include <cuda_runtime.h>
+
+#include <cinttypes>
+#include <vector>
+
+#include "host/backend/cuda_status.h"
+#include "host/backend/dspark_backend.h"
+#include "kernels/dspark_chain.cuh"
+
+namespace dfsel {
+
+namespace {
+
+int32_t padded8(int32_t R) { return (R + 7) / 8 * 8; }
+
+struct DSparkCudaCarve {
+  size_t send, recv, e, hconf, state, partials, l, ticket, error, total;
+};
+
+DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh, int grid) {
+  const size_t maxb = (size_t)desc.config.max_blocks, vs = (size_t)(sh.v_end - sh.v_begin);
+  const DSparkLayout lay = sh.layout_for(desc.config.max_blocks);
+  DSparkCudaCarve c{};
+  size_t off = 0;  // every buffer 256-byte aligned
+  bool overflow = false;
+  auto take = [&](size_t n, size_t size) {
+    const size_t at = off;
+    size_t bytes = 0, end = 0;
+    if (__builtin_mul_overflow(n, size, &bytes) || __builtin_add_overflow(at, bytes, &end) || end > SIZE_MAX - 255)
+      overflow = true;
+    else
+      off = (end + 255) & ~(size_t)255;
+    return at;
+  };
+  c.send = take(lay.bytes, 1);
+  c.recv = sh.n_ranks == 1 ? c.send : take((size_t)sh.n_ranks, lay.bytes);
+  c.e = take(maxb * padded8(sh.R), sizeof(float));
+  c.hconf = take(maxb * sh.N * kDotChains, sizeof(float));
+  c.state = take(maxb, sizeof(cuda::DSparkBlockState));
+  c.partials = take((size_t)grid * maxb, sizeof(cuda::DSparkPartial));
+  // Sampling keeps two steps of l: a step's normaliser waits for its row maximum.
+  c.l = take(2 * maxb, vs * sizeof(float));
+  c.ticket = take(1, sizeof(uint32_t));
+  c.error = take(2, sizeof(int32_t));
+  c.total = overflow ? SIZE_MAX : off;
+  return c;
+}
+
+// The chain's arguments that hold for every run of the plan (the weights, the sizes).
+cuda::DSparkChainArgs plan_args(const dfsel_dspark_plan_desc& d, const DSparkShape& sh) {
+  cuda::DSparkChainArgs a{};
+  a.w1 = static_cast<const uint8_t*>(d.w1.data);
+  a.w1_stride = d.w1.nb[1];
+  a.w1_type = d.w1.type;
+  a.w2 = static_cast<const uint8_t*>(d.w2.data);
+  a.w2_stride = d.w2.nb[1];
+  a.w2_type = d.w2.type;
+  a.scale = static_cast<const float*>(d.w2_scale.data);
+  a.scale_rows = sh.scale_rows;
+  a.conf_w = static_cast<const uint8_t*>(d.conf_w.data);
+  a.conf_type = d.conf_w.type;
+  a.conf_bias = d.conf_bias;
+  a.n_embd = sh.n_embd;
+  a.d2t = d.d2t;
+  a.R = sh.R;
+  a.R8 = padded8(sh.R);
+  a.N = sh.N;
+  a.v_begin = sh.v_begin;
+  a.v_end = sh.v_end;
+  a.n_target_vocab = sh.n_target_vocab;
+  a.n_ranks = sh.n_ranks;
+  a.max_blocks = d.config.max_blocks;
+  a.sharded_w1 = sh.sharded_w1;
+  a.transform = sh.transform;
+  a.row_map = sh.row_map;
+  return a;
+}
+
+// The pass's launch for a plan (and with it the grid the workspace is sized by).
+Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::DSparkPassLaunch* out) {
+  const cudaError_t e = cuda::dspark_pass_setup(plan_args(d, sh), d.device, out);
+  if (e == cudaErrorInvalidValue)
+    return fail(DFSEL_UNSUPPORTED, "the DSpark pass for R = %d, w2 type %d and config.max_blocks = %d does not fit the "
+                "shared memory of device %d", sh.R, (int)d.w2.type, d.config.max_blocks, d.device);
+  DFSEL_CUDA_TRY(e, "setting up the DSpark pass");
+  return Status::success();
+}
+
+// d2t's target ids, read from the device once: the plan layer reads host d2t itself.
+Status check_device_d2t(const dfsel_dspark_plan_desc& d, const DSparkShape& sh) {
+  if (!d.d2t) return Status::success();
+  std::vector<int32_t> ids((size_t)(sh.v_end - sh.v_begin));
+  DFSEL_CUDA_TRY(cudaMemcpy(ids.data(), d.d2t, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost), "reading d2t");
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= sh.n_target_vocab)
+      return fail(DFSEL_INVALID_ARGUMENT, "d2t[%zu] = %d (draft id %" PRId64 ") is outside [0, config.n_target_vocab = %"
+                  PRId64 ")", i, ids[i], sh.v_begin + (int64_t)i, sh.n_target_vocab);
+  return Status::success();
+}
+
+class CudaDSpark final : public DSparkBackend {
+ public:
+  CudaDSpark(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh) : d_(desc), sh_(sh), a_(plan_args(desc, sh)) {}
+
+  ~CudaDSpark() override {
+    DeviceGuard g(d_.device);
+    if (ready_) cudaEventDestroy(ready_);
+    if (owned_) cudaFree(owned_);
+  }
+
+  Status init() {
+    int n = 0;
+    DFSEL_CUDA_TRY(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+    if (d_.device < 0 || d_.device >= n)
+      return fail(DFSEL_INVALID_ARGUMENT, "device = %d is outside the %d CUDA devices present", d_.device, n);
+    DeviceGuard g(d_.device);
+    DFSEL_TRY(check_device_d2t(d_, sh_));
+    DFSEL_TRY(plan_pass(d_, sh_, &pass_));
+    c_ = carve(d_, sh_, pass_.grid);
+    if (c_.total == SIZE_MAX)
+      return fail(DFSEL_OUT_OF_MEMORY, "the DSpark workspace for config.max_blocks = %d does not fit the address space",
+                  d_.config.max_blocks);
+    if (d_.workspace) {
+      if (d_.workspace_bytes < c_.total)
+        return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
+                    d_.workspace_bytes, c_.total);
+      if (reinterpret_cast<uintptr_t>(d_.workspace) % 256 != 0)
+        return fail(DFSEL_INVALID_ARGUMENT, "workspace = %p is not aligned to 256 bytes", d_.workspace);
+      base_ = static_cast<uint8_t*>(d_.workspace);
+    } else {
+      DFSEL_CUDA_TRY(cudaMalloc(&owned_, c_.total), "cudaMalloc of the plan workspace");
+      base_ = static_cast<uint8_t*>(owned_);
+    }
+    // The ticket and the error flags start at zero (the kernels leave the ticket so); the
+    // rest too, so that the record bytes an exchange copies and a step does not write are
+    // defined.
+    DFSEL_CUDA_TRY(cudaMemset(base_, 0, c_.total), "cudaMemset of the plan workspace");
+    DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    a_.send = base_ + c_.send;
+    a_.recv = base_ + c_.recv;
+    a_.e = reinterpret_cast<float*>(base_ + c_.e);
+    a_.hconf = reinterpret_cast<float*>(base_ + c_.hconf);
+    a_.state = reinterpret_cast<cuda::DSparkBlockState*>(base_ + c_.state);
+    a_.partials = reinterpret_cast<cuda::DSparkPartial*>(base_ + c_.partials);
+    a_.l_store = reinterpret_cast<float*>(base_ + c_.l);
+    a_.ticket = reinterpret_cast<uint32_t*>(base_ + c_.ticket);
+    a_.error = reinterpret_cast<int32_t*>(base_ + c_.error);
+    DFSEL_CUDA_TRY(cudaDeviceSynchronize(), "set-up");
+    return Status::success();
+  }
+
+  dfsel_backend kind() const override { return DFSEL_BACKEND_CUDA; }
+  Endpoint endpoint() override { return Endpoint{base_ + c_.send, base_ + c_.recv, d_.device, ready_}; }
+
+  Status begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void* stream) override {
+    DeviceGuard guard(d_.device);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    DFSEL_TRY(check_stream(st, d_.device, true));
+    a_.layout = sh_.layout_for(in.n_blocks);
+    a_.logits = static_cast<const uint8_t*>(in.logits.data);
+    a_.logits_stride = in.logits.nb[1];
+    a_.logits_type = in.logits.type;
+    a_.hidden = static_cast<const uint8_t*>(in.hidden.data);
+    a_.hidden_stride = in.hidden.nb[1];
+    a_.hidden_type = in.hidden.type;
+    a_.anchors = in.anchors;
+    a_.n_blocks = in.n_blocks;
+    a_.temperature = in.temperature;
+    a_.p_min = in.p_min;
+    a_.seed = in.seed;
+    a_.tokens = out.tokens;
+    a_.n_emitted = out.n_emitted;
+    a_.draft_ids = out.draft_ids;
+    a_.out_logits = out.logits;
+    a_.probs = in.temperature > 0.0f ? out.probs : nullptr;
+    a_.log_norm = in.temperature > 0.0f ? out.log_norm : nullptr;
+    a_.confidence = out.confidence;
+    last_anchors_ = in.anchors;
+    DFSEL_CUDA_TRY(cuda::dspark_begin(a_, st), "dspark_begin launch");
+    return Status::success();
+  }
+
+  // Exchange x: 0 was written by begin; 1..N the pass of step x; N + 1 step N's normaliser.
+  Status send(int32_t x, void* stream) override {
+    DeviceGuard guard(d_.device);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    if (x >= 1) DFSEL_CUDA_TRY(cuda::dspark_pass(a_, x, pass_, st), "dspark_pass launch");
+    if (sh_.n_ranks > 1) DFSEL_CUDA_TRY(cudaEventRecord(ready_, st), "cudaEventRecord");
+    return Status::success();
+  }
+
+  // One rank's records were merged by the pass's last CTA; several ranks merge here.
+  Status receive(int32_t x, void* stream) override {
+    if (sh_.n_ranks == 1) return Status::success();
+    DeviceGuard guard(d_.device);
+    DFSEL_CUDA_TRY(cuda::dspark_merge(a_, x, static_cast<cudaStream_t>(stream)), "dspark_merge launch");
+    return Status::success();
+  }
+
+  Status query(void* stream, bool* done) override {
+    DeviceGuard guard(d_.device);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    DFSEL_TRY(check_stream(st, d_.device, false));
+    const cudaError_t e = cudaStreamQuery(st);
+    *done = e == cudaSuccess;
+    if (e != cudaSuccess && e != cudaErrorNotReady) return cuda_fail(e, "the plan's last run");
+    return Status::success();
+  }
+
+  Status wait(void* stream) override {
+    DeviceGuard guard(d_.device);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    DFSEL_TRY(check_stream(st, d_.device, false));
+    DFSEL_CUDA_TRY(cudaStreamSynchronize(st), "the plan's last run");
+    return Status::success();
+  }
+
+  // What the completed run found on the device: an anchor out of range, or (sharded W1) an
+  // anchor whose W1 row no rank held.
+  Status report() override {
+    DeviceGuard guard(d_.device);
+    int32_t err[2] = {0, 0};
+    DFSEL_CUDA_TRY(cudaMemcpy(err, a_.error, sizeof err, cudaMemcpyDeviceToHost), "reading the run's error flags");
+    if (err[0] == 0 && err[1] == 0) return Status::success();
+    DFSEL_CUDA_TRY(cudaMemset(a_.error, 0, sizeof err), "clearing the run's error flags");
+    const int b = (err[0] != 0 ? err[0] : err[1]) - 1;
+    int32_t anchor = 0;
+    if (last_anchors_) cudaMemcpy(&anchor, last_anchors_ + b, sizeof anchor, cudaMemcpyDeviceToHost);
+    if (err[0] != 0)
+      return fail(DFSEL_INVALID_ARGUMENT, "inputs.anchors[%d] = %d is outside [0, config.n_target_vocab = %" PRId64
+                  "); that block emitted nothing", b, anchor, sh_.n_target_vocab);
+    return fail(DFSEL_INTERNAL_ERROR, "no rank holds the W1 row of inputs.anchors[%d] = %d", b, anchor);
+  }
+
+ private:
+  dfsel_dspark_plan_desc d_;
+  DSparkShape sh_;
+  cuda::DSparkChainArgs a_;
+  cuda::DSparkPassLaunch pass_{};
+  DSparkCudaCarve c_{};
+  void* owned_ = nullptr;
+  uint8_t* base_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  const int32_t* last_anchors_ = nullptr;
+};
+
+}  // namespace
+
+Status cuda_dspark_workspace_bytes(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape, size_t* bytes) {
+  DeviceGuard g(desc.device);
+  cuda::DSparkPassLaunch pass{};
+  DFSEL_TRY(plan_pass(desc, shape, &pass));
+  *bytes = carve(desc, shape, pass.grid).total;
+  return Status::success();
+}
+
+Status make_cuda_dspark_backend(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape,
+                                std::unique_ptr<DSparkBackend>* out) {
+  std::unique_ptr<CudaDSpark> b(new CudaDSpark(desc, shape));
+  DFSEL_TRY(b->init());
+  *out = std::move(b);
+  return Status::success();
+}
+
+}  // namespace dfsel

@@ -1,0 +1,106 @@
+// One warp's part of the DSpark chain for one block between two passes (docs/dspark.md): the
+// merge of every rank's record of an exchange into the winner and the outputs, the next step's
+// W1 row widened into e, and the confidence head before that step. Every rank runs the same
+// code on the same records, so every rank writes the same bits. The pass's last CTA calls it on
+// one rank, the merge kernel after the exchange on several.
+#pragma once
+
+#include <stdint.h>
+
+#include "kernels/common/dspark_args.cuh"
+#include "kernels/common/dspark_math.cuh"
+#include "kernels/common/dspark_record.cuh"
+#include "kernels/common/numeric.cuh"
+
+namespace dfsel::cuda {
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// Output cell of step k (1..N) of block b.
+__device__ __forceinline__ size_t dspark_cell(const DSparkChainArgs& a, int b, int k) {
+  return (size_t)b * a.N + (k - 1);
+}
+
+// e[b] = the W1 row `row` (stored as a.w1_type) widened, zeros past R to R8. Lanes split it.
+__device__ __forceinline__ void dspark_set_e(const DSparkChainArgs& a, int b, const uint8_t* row, int lane) {
+  float* e = a.e + (size_t)b * a.R8;
+  for (int r = lane; r < a.R8; r += 32) e[r] = r < a.R ? load_elem(row, a.w1_type, r) : 0.0f;
+}
+
+// ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)) of the chains lanes 0..7 hold (chained_dot's
+// meeting order), in lane 0.
+__device__ __forceinline__ float dspark_meet_chains(float c) {
+  float v[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = __shfl_sync(kFullWarp, c, j);
+  return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+
+// The confidence head before step k: lanes 0..7 carry chain j of w . [h_k ; e_k] on from where
+// begin left it after h (element n_embd + r joins chain (n_embd + r) % 8), lane 0 meets them;
+// the block stops when c_k < p_min. e[b] must be visible to the warp (__syncwarp after it).
+__device__ __forceinline__ void dspark_prepare_step(const DSparkChainArgs& a, int b, int k, int lane) {
+  if (!a.conf_w) return;
+  float c = 0.0f;
+  if (lane < kDotChains) {
+    c = a.hconf[((size_t)b * a.N + (k - 1)) * kDotChains + lane];
+    const float* e = a.e + (size_t)b * a.R8;
+    const int first = (int)((lane - a.n_embd % kDotChains + kDotChains) % kDotChains);
+    for (int r = first; r < a.R; r += kDotChains) c = fmaf(load_elem(a.conf_w, a.conf_type, a.n_embd + r), e[r], c);
+  }
+  const float x = dspark_meet_chains(c);
+  if (lane == 0) {
+    const float conf = 1.0f / (1.0f + portable_expf(-(x + a.conf_bias)));
+    if (a.confidence) a.confidence[dspark_cell(a, b, k)] = conf;
+    if (a.p_min > 0.0f && conf < a.p_min) a.state[b].drafting = 0;
+  }
+}
+
+// Exchange x's records of block b merged (the warp calls it together; records visible).
+__device__ __forceinline__ void dspark_merge_block(const DSparkChainArgs& a, int x, int b, int lane) {
+  const DSparkLayout& lay = a.layout;
+  const DSparkMerged m = merge_dspark_records(lay, a.recv, a.n_ranks, b);
+  const DSparkBlockState st = a.state[b];
+  __syncwarp();  // every lane has read the state before lane 0 writes it
+  if (x == 0) {  // the anchors' W1 rows, sharded W1
+    if (!st.drafting) return;  // its anchor was out of range (begin flagged it)
+    if (m.anchor_rank < 0) {
+      if (lane == 0) {
+        atomicCAS(&a.error[1], 0, b + 1);
+        a.state[b].drafting = 0;
+      }
+      return;
+    }
+    dspark_set_e(a, b, dspark_record_row(lay, (void*)(a.recv + (size_t)m.anchor_rank * lay.bytes), b), lane);
+    __syncwarp();
+    dspark_prepare_step(a, b, 1, lane);
+    return;
+  }
+  const bool sampling = a.temperature > 0.0f;
+  if (lane == 0 && x >= 2 && st.emitted && sampling) {  // step x - 1's normaliser, now whole
+    const size_t at = dspark_cell(a, b, x - 1);
+    if (a.probs) a.probs[at] = markov_prob(st.last_logit, st.last_max, a.temperature, m.norm);
+    if (a.log_norm) a.log_norm[at] = markov_log_norm(st.last_max, a.temperature, m.norm);
+  }
+  if (x > a.N || !st.drafting || m.winner < 0) {
+    if (lane == 0) a.state[b].emitted = 0;
+    return;
+  }
+  const uint8_t* from = a.recv + (size_t)m.winner * lay.bytes;
+  const DSparkRecord w = *dspark_record(lay, (void*)from, b);
+  if (lane == 0) {
+    const size_t at = dspark_cell(a, b, x);
+    a.tokens[at] = w.target_id;
+    if (a.draft_ids) a.draft_ids[at] = w.draft_id;
+    if (a.out_logits) a.out_logits[at] = w.logit;
+    a.n_emitted[b] = x;  // blocks emit steps 1, 2, ... until they stop
+    a.state[b] = DSparkBlockState{1, 1, m.row_max, w.logit};
+  }
+  const uint8_t* row = lay.row_bytes ? dspark_record_row(lay, (void*)from, b)
+                                     : a.w1 + (size_t)w.target_id * a.w1_stride;
+  dspark_set_e(a, b, row, lane);
+  __syncwarp();
+  if (x < a.N) dspark_prepare_step(a, b, x + 1, lane);
+}
+
+}  // namespace dfsel::cuda

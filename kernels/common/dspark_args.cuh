@@ -1,0 +1,133 @@
+// What the kernels of the DSpark chain are given (kernels/dspark_chain.cuh): the plan's
+// weights, the run's inputs and outputs, and the workspace that carries a block's chain from
+// one kernel to the next. Plain data, set by the host side and read by every kernel.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfsel/dfsel.h"
+#include "hd.cuh"
+#include "dspark_record.cuh"
+#include "row_map.cuh"
+#include "selector_math.cuh"
+
+namespace dfsel::cuda {
+
+// A block's chain between kernels.
+struct DSparkBlockState {
+  int32_t drafting;  // 1 while the block drafts (0: stopped, or a bad anchor)
+  int32_t emitted;   // it emitted the last merged step: that step's normaliser is pending
+  float last_max;    // that step's merged row maximum
+  float last_logit;  // and l at its chosen id
+};
+
+// One CTA's part of a pass for one block.
+struct DSparkPartial {
+  uint64_t key;               // the best cand_key (0: none)
+  uint64_t norm_lo, norm_hi;  // its part of the previous step's normaliser
+  uint32_t row_max;           // value_key of the largest l (0: none)
+  uint32_t pad;
+};
+static_assert(sizeof(DSparkPartial) == 32, "partials are indexed by CTA and block");
+
+struct DSparkChainArgs {
+  // The plan's weights (device memory; K-quants widened to BF16 at creation).
+  const uint8_t* w1;  // replicated: row x is target id x; sharded: row x - v_begin
+  size_t w1_stride;
+  dfsel_type w1_type;
+  const uint8_t* w2;  // the shard's rows
+  size_t w2_stride;
+  dfsel_type w2_type;
+  const float* scale;  // markov_w2.scale, or null
+  int32_t scale_rows;  // 1: one scale; else one per row
+  const uint8_t* conf_w;  // the confidence head {n_embd + R}, or null
+  dfsel_type conf_type;
+  float conf_bias;
+  int64_t n_embd;
+  const int32_t* d2t;  // the shard's target ids, or null
+  int32_t R, R8, N;    // R8: R rounded up to 8
+  int64_t v_begin, v_end, n_target_vocab;
+  int32_t n_ranks, max_blocks;
+  bool sharded_w1;
+  Transform transform;
+  RowMap row_map;  // the logits (and hidden) row that step k of block b reads: b * N + k - 1
+
+  // The run.
+  DSparkLayout layout;  // of this run's n_blocks
+  const uint8_t* logits;
+  size_t logits_stride;
+  dfsel_type logits_type;
+  const uint8_t* hidden;
+  size_t hidden_stride;
+  dfsel_type hidden_type;
+  const int32_t* anchors;
+  int32_t n_blocks;
+  float temperature, p_min;
+  uint64_t seed;
+  int32_t* tokens;  // outputs ([n_blocks][N]; optional ones null)
+  int32_t* n_emitted;
+  int32_t* draft_ids;
+  float* out_logits;
+  float* probs;
+  float* log_norm;
+  float* confidence;
+
+  // The workspace.
+  uint8_t* send;
+  const uint8_t* recv;  // n_ranks records of layout.bytes; send itself on one rank
+  float* e;             // [max_blocks][R8] the W1 row of each block's next step, widened
+  float* hconf;         // [max_blocks][N][8] the confidence chains after the hidden part
+  DSparkBlockState* state;   // [max_blocks]
+  DSparkPartial* partials;   // [grid][max_blocks]
+  float* l_store;            // [2][max_blocks][v_end - v_begin] l of the last two steps (sampling)
+  uint32_t* ticket;          // CTAs done with the pass; the last one resets it
+  int32_t* error;            // [0]: 1 + the lowest block with a bad anchor; [1]: 1 + a block
+                             // whose anchor row no rank held
+};
+
+// The tile a pass stages (kernels/dspark_chain.cu), chosen at plan creation.
+struct DSparkPassShape {
+  int32_t tile_rows;   // rows a CTA reads at once, two threads a row
+  int32_t stages;      // tiles in flight per CTA
+  int32_t pitch;       // bytes between staged rows
+  int32_t unit;        // bytes a thread copies at once when the rows are not bulk copied
+  uint32_t row_bytes;  // one W2 row as stored
+  int32_t bulk;        // 1: one bulk copy a row (16-byte aligned rows)
+};
+
+// A pass's dynamic shared memory, by offset: the stages, their barriers, the W1 rows of one
+// group of blocks (kMaxPassBlocks of R8 floats), and per block of the largest run its best key,
+// normaliser part, largest l, last step's maximum, flags and place in the lists of the step.
+constexpr int kMaxPassBlocks = 8;
+
+struct DSparkPassCarve {
+  size_t bars, e, best, norm_lo, norm_hi, row_max, last_max, active, emitted, flags, misc, total;
+};
+
+DFSEL_HD DSparkPassCarve dspark_pass_carve(const DSparkPassShape& s, int32_t R8, int32_t max_blocks) {
+  DSparkPassCarve c;
+  size_t off = (size_t)s.stages * s.tile_rows * s.pitch;
+  auto take = [&](size_t bytes, size_t align) {
+    off = (off + align - 1) / align * align;
+    const size_t at = off;
+    off += bytes;
+    return at;
+  };
+  const size_t mb = (size_t)max_blocks;
+  c.bars = take((size_t)s.stages * 8, 8);
+  c.e = take((size_t)kMaxPassBlocks * R8 * 4, 16);
+  c.best = take(mb * 8, 8);
+  c.norm_lo = take(mb * 8, 8);
+  c.norm_hi = take(mb * 8, 8);
+  c.row_max = take(mb * 4, 4);
+  c.last_max = take(mb * 4, 4);
+  c.active = take(mb * 4, 4);
+  c.emitted = take(mb * 4, 4);
+  c.flags = take(mb, 4);
+  c.misc = take(4 * 4, 4);
+  c.total = (off + 127) / 128 * 128;
+  return c;
+}
+
+}  // namespace dfsel::cuda

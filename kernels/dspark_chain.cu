@@ -1,0 +1,453 @@
+// The DSpark chain's kernels and their launchers (kernels/dspark_chain.cuh).
+//
+// Built with -fmad=false (host/CMakeLists.txt): every product and sum rounds where the rules of
+// kernels/common/dspark_math.cuh round it, as the host library's -ffp-contract=off has the
+// reference do, so that every value is the reference's, bit for bit.
+//
+// A pass runs one wave of CTAs, each over the tiles blockIdx.x, blockIdx.x + grid, ... of the
+// shard's rows. The best key, the largest l and the normaliser part of each block combine
+// exactly (a maximum of keys, a maximum, an integer sum), so neither the tiles' order nor the
+// CTAs' changes a bit of the records.
+#include "kernels/dspark_chain.cuh"
+
+#include "kernels/block/dspark_merge.cuh"
+#include "kernels/block/dspark_rows.cuh"
+#include "kernels/cluster_launch.cuh"
+#include "kernels/common/chain.cuh"
+#include "kernels/common/order.cuh"
+
+namespace dfsel::cuda {
+
+namespace {
+
+constexpr int kMergeWarps = 8;  // blocks one merge CTA serves, a warp each
+constexpr int kBeginThreads = 256;
+constexpr uint8_t kFlagActive = 1, kFlagEmitted = 2;
+
+__device__ __forceinline__ uint64_t shfl_xor_u64(uint64_t v, int mask) {
+  const uint32_t lo = __shfl_xor_sync(kFullWarp, (uint32_t)v, mask);
+  const uint32_t hi = __shfl_xor_sync(kFullWarp, (uint32_t)(v >> 32), mask);
+  return ((uint64_t)hi << 32) | lo;
+}
+
+__device__ __forceinline__ uint64_t shfl_down_u64(uint64_t v, int delta) {
+  const uint32_t lo = __shfl_down_sync(kFullWarp, (uint32_t)v, delta);
+  const uint32_t hi = __shfl_down_sync(kFullWarp, (uint32_t)(v >> 32), delta);
+  return ((uint64_t)hi << 32) | lo;
+}
+
+__device__ __forceinline__ uint64_t umax64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+// A word another CTA of this kernel wrote, read past the L1 cache.
+__device__ __forceinline__ uint64_t ldcg_u64(const uint64_t* p) {
+  return (uint64_t)__ldcg(reinterpret_cast<const unsigned long long*>(p));
+}
+
+// The largest l of a row from the largest value_key (0: nothing but NaN, -inf as the reference
+// leaves it).
+__device__ __forceinline__ float row_max_of(uint32_t vk) {
+  return vk == 0u ? -INFINITY : cand_from_key((uint64_t)vk << 32).z;
+}
+
+// Adds u to a 128-bit sum in shared memory held as two words, exactly.
+__device__ __forceinline__ void add_norm(unsigned long long* lo, unsigned long long* hi, uint64_t u) {
+  const unsigned long long old = atomicAdd(lo, (unsigned long long)u);
+  if (old + u < old) atomicAdd(hi, 1ull);
+}
+
+// 1 + the lowest block whose anchor is out of range.
+__device__ __forceinline__ void flag_bad_anchor(int32_t* error, int b) {
+  int cur = atomicCAS(error, 0, b + 1);
+  while (cur != 0 && cur > b + 1) {
+    const int prev = atomicCAS(error, cur, b + 1);
+    if (prev == cur) break;
+    cur = prev;
+  }
+}
+
+// Per block: outputs cleared, its state, the hidden part of its confidence chains for every step,
+// exchange 0's record (sharded W1 on several ranks), and where this rank has the anchor's W1 row
+// (replicated W1, or one rank) e and the confidence before step 1. Launched normally: it is a
+// run's first kernel; it lets the first pass stage its W2 tiles beside it.
+__global__ void __launch_bounds__(kBeginThreads) dspark_begin_kernel(const DSparkChainArgs a) {
+  chain_release();
+  const int b = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int32_t anchor = a.anchors[b];
+  const bool valid = anchor >= 0 && anchor < a.n_target_vocab;
+  for (int i = tid; i < a.N; i += blockDim.x) {
+    const size_t at = dspark_cell(a, b, i + 1);
+    a.tokens[at] = -1;
+    if (a.draft_ids) a.draft_ids[at] = -1;
+    if (a.out_logits) a.out_logits[at] = 0.0f;
+    if (a.probs) a.probs[at] = 0.0f;
+    if (a.log_norm) a.log_norm[at] = 0.0f;
+    if (a.confidence) a.confidence[at] = 0.0f;
+  }
+  if (tid == 0) {
+    a.n_emitted[b] = 0;
+    a.state[b] = DSparkBlockState{valid ? 1 : 0, 0, -INFINITY, 0.0f};
+    if (!valid) flag_bad_anchor(&a.error[0], b);
+  }
+  if (a.conf_w) {
+    for (int i = tid; i < a.N * kDotChains; i += blockDim.x) {
+      const int k0 = i / kDotChains, j = i % kDotChains;
+      const uint8_t* h = a.hidden + map_row(a.row_map, (int64_t)b * a.N + k0) * a.hidden_stride;
+      float c = 0.0f;
+      for (int64_t r = j; r < a.n_embd; r += kDotChains)
+        c = fmaf(load_elem(a.conf_w, a.conf_type, r), load_elem(h, a.hidden_type, r), c);
+      a.hconf[((size_t)b * a.N + k0) * kDotChains + j] = c;
+    }
+  }
+  const bool local_e = !a.sharded_w1 || a.n_ranks == 1;
+  if (!local_e) {
+    const DSparkLayout& lay = a.layout;
+    const bool owns = valid && anchor >= a.v_begin && anchor < a.v_end;
+    if (tid == 0)
+      *dspark_record(lay, a.send, b) = DSparkRecord{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, owns ? kRecordAnchorRow : 0};
+    if (owns) {
+      const uint8_t* src = a.w1 + (size_t)(anchor - a.v_begin) * a.w1_stride;
+      uint8_t* dst = dspark_record_row(lay, a.send, b);
+      for (size_t i = tid; i < lay.row_bytes; i += blockDim.x) dst[i] = src[i];
+    }
+  } else if (valid && warp == 0) {
+    dspark_set_e(a, b, a.w1 + (size_t)(anchor - (a.sharded_w1 ? a.v_begin : 0)) * a.w1_stride, lane);
+  }
+  __syncthreads();  // hconf and e written
+  if (local_e && valid && warp == 0) dspark_prepare_step(a, b, 1, lane);
+}
+
+// Step k's pass over the shard (k = N + 1: step N's normaliser only). NB: blocks one reading of a
+// staged row serves; the drafting blocks go through it in groups of NB.
+template <dfsel_type W, int NB>
+__global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainArgs a, const DSparkPassShape p,
+                                                          const int32_t k) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const DSparkPassCarve sc = dspark_pass_carve(p, a.R8, a.max_blocks);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + sc.bars);
+  float* e_s = reinterpret_cast<float*>(smem + sc.e);
+  unsigned long long* best = reinterpret_cast<unsigned long long*>(smem + sc.best);
+  unsigned long long* norm_lo = reinterpret_cast<unsigned long long*>(smem + sc.norm_lo);
+  unsigned long long* norm_hi = reinterpret_cast<unsigned long long*>(smem + sc.norm_hi);
+  uint32_t* row_max = reinterpret_cast<uint32_t*>(smem + sc.row_max);
+  float* last_max = reinterpret_cast<float*>(smem + sc.last_max);
+  int32_t* active = reinterpret_cast<int32_t*>(smem + sc.active);
+  int32_t* emitted = reinterpret_cast<int32_t*>(smem + sc.emitted);
+  uint8_t* flags = smem + sc.flags;
+  int32_t* misc = reinterpret_cast<int32_t*>(smem + sc.misc);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int t = tid >> 1, h = tid & 1;  // the row of the tile and the half of it
+  const int64_t vs = a.v_end - a.v_begin;
+  const int64_t n_tiles = (vs + p.tile_rows - 1) / p.tile_rows;
+  const int n_mine = (int64_t)blockIdx.x < n_tiles ? (int)((n_tiles - 1 - blockIdx.x) / gridDim.x + 1) : 0;
+  const bool reads_w2 = k <= a.N;
+  const bool sampling = a.temperature > 0.0f;
+  auto row0_of = [&](int i) { return ((int64_t)blockIdx.x + (int64_t)i * gridDim.x) * p.tile_rows; };
+  auto rows_of = [&](int i) { return (int)min((int64_t)p.tile_rows, vs - row0_of(i)); };
+  auto stage_of = [&](int i) { return smem + (size_t)(i % p.stages) * p.tile_rows * p.pitch; };
+  auto issue = [&](int i) {
+    dspark_stage_bulk(stage_of(i), p.pitch, a.w2, a.w2_stride, p.row_bytes, row0_of(i), rows_of(i),
+                      &bars[i % p.stages], lane);
+  };
+
+  // W2 is the plan's, written by no kernel: its first tiles are staged before the wait.
+  const bool bulk = reads_w2 && p.bulk;
+  if (bulk) {
+    if (tid == 0) {
+      for (int s = 0; s < p.stages; ++s) mbar_init(&bars[s], 1);
+      mbar_init_fence();
+    }
+    __syncthreads();
+    if (warp == 0)
+      for (int i = 0; i < p.stages && i < n_mine; ++i) issue(i);
+  }
+  chain_release();
+  chain_wait();
+
+  // The blocks that draft this step and those whose last step's normaliser is pending, in
+  // block order.
+  for (int b = tid; b < a.n_blocks; b += blockDim.x) {
+    best[b] = 0, norm_lo[b] = 0, norm_hi[b] = 0, row_max[b] = 0;
+    last_max[b] = a.state[b].last_max;
+  }
+  if (warp == 0) {
+    int na = 0, ne = 0;
+    for (int b0 = 0; b0 < a.n_blocks; b0 += 32) {
+      const int b = b0 + lane;
+      DSparkBlockState st{0, 0, 0.0f, 0.0f};
+      if (b < a.n_blocks) st = a.state[b];
+      const bool act = b < a.n_blocks && reads_w2 && st.drafting;
+      const bool emi = b < a.n_blocks && sampling && k >= 2 && st.emitted;
+      const unsigned ma = __ballot_sync(kFullWarp, act), me = __ballot_sync(kFullWarp, emi);
+      const unsigned below = (1u << lane) - 1u;
+      if (act) active[na + __popc(ma & below)] = b;
+      if (emi) emitted[ne + __popc(me & below)] = b;
+      if (b < a.n_blocks) flags[b] = (act ? kFlagActive : 0) | (emi ? kFlagEmitted : 0);
+      na += __popc(ma), ne += __popc(me);
+    }
+    if (lane == 0) misc[0] = na, misc[1] = ne;
+  }
+  __syncthreads();
+  const int n_act = misc[0], n_emit = misc[1];
+  const int n_groups = (n_act + NB - 1) / NB;
+  auto load_e = [&](int g) {
+    for (int i = tid; i < NB * a.R8; i += blockDim.x) {
+      const int j = i / a.R8, r = i % a.R8, gi = g * NB + j;
+      e_s[i] = gi < n_act ? a.e[(size_t)active[gi] * a.R8 + r] : 0.0f;
+    }
+  };
+  if (n_groups == 1) load_e(0);
+  __syncthreads();
+
+  // This thread's best key and largest l of blocks h, h + 2, ... of the group.
+  constexpr int kHalf = (NB + 1) / 2;
+  uint64_t bk[kHalf];
+  uint32_t bm[kHalf];
+  auto reset = [&] {
+#pragma unroll
+    for (int q = 0; q < kHalf; ++q) bk[q] = 0, bm[q] = 0;
+  };
+  // Into the CTA's: a maximum over the lanes of each half, then one shared atomic per half.
+  auto flush = [&](int g) {
+#pragma unroll
+    for (int q = 0; q < kHalf; ++q) {
+      uint64_t kk = bk[q];
+      uint32_t mm = bm[q];
+#pragma unroll
+      for (int off = 2; off < 32; off <<= 1) {
+        kk = umax64(kk, shfl_xor_u64(kk, off));
+        mm = max(mm, __shfl_xor_sync(kFullWarp, mm, off));
+      }
+      const int gi = g * NB + 2 * q + lane;
+      if (lane < 2 && 2 * q + lane < NB && gi < n_act) {
+        atomicMax(&best[active[gi]], (unsigned long long)kk);
+        atomicMax(&row_max[active[gi]], mm);
+      }
+    }
+  };
+  reset();
+
+  const bool need_w2 = reads_w2 && n_act > 0;
+  const size_t slot = (size_t)a.max_blocks * (size_t)vs;
+  for (int i = 0; i < n_mine; ++i) {
+    const int64_t row0 = row0_of(i);
+    const int rows = rows_of(i);
+    const uint8_t* stage = stage_of(i);
+    if (bulk && (need_w2 || i < p.stages)) mbar_wait(&bars[i % p.stages], (uint32_t)((i / p.stages) & 1));
+    if (need_w2 && !p.bulk) {
+      dspark_stage_threads(stage_of(i), p.pitch, a.w2, a.w2_stride, p.row_bytes, row0, rows, p.unit);
+      __syncthreads();
+    }
+    const bool in = t < rows;
+    const int64_t v = row0 + t;
+    const int32_t id = (int32_t)(a.v_begin + v);
+    for (int g = 0; g < n_groups; ++g) {
+      if (n_groups > 1) {
+        __syncthreads();
+        load_e(g);
+        __syncthreads();
+      }
+      float acc[NB][4];
+      if (in) {
+        dspark_row_dots<W, NB>(stage + (size_t)t * p.pitch, e_s, a.R8, a.R, h, acc);
+      } else {
+#pragma unroll
+        for (int j = 0; j < NB; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+      }
+      float dot[NB];
+      dspark_meet_halves<NB>(acc, h, dot);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int gi = g * NB + j;
+        if ((j & 1) != h || !in || gi >= n_act) continue;
+        const int b = active[gi];
+        const uint8_t* z = a.logits + map_row(a.row_map, (int64_t)b * a.N + (k - 1)) * a.logits_stride;
+        const float s = a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
+        const float l = markov_logit(a.transform, load_elem(z, a.logits_type, v), dot[j], s);
+        const float key =
+            sampling ? markov_sample_key(l, a.temperature, markov_gumbel(a.seed, (uint32_t)b, (uint32_t)k, id)) : l;
+        bk[j / 2] = umax64(bk[j / 2], cand_key(key, id));
+        bm[j / 2] = max(bm[j / 2], value_key(l));
+        if (sampling) a.l_store[(size_t)(k & 1) * slot + (size_t)b * vs + v] = l;
+      }
+      if (n_groups > 1) {
+        flush(g);
+        reset();
+      }
+    }
+    // Step k - 1's normaliser: this half's pending blocks, summed over the lanes of the half.
+    for (int base = 0; base < n_emit; base += 2) {
+      const int ei = base + h;
+      uint64_t u = 0;
+      if (in && ei < n_emit) {
+        const int b = emitted[ei];
+        const float l = a.l_store[(size_t)((k - 1) & 1) * slot + (size_t)b * vs + v];
+        u = (uint64_t)(norm_weight(l, last_max[b], a.temperature) * kNormOne);
+      }
+#pragma unroll
+      for (int off = 2; off < 32; off <<= 1) u += shfl_xor_u64(u, off);
+      if (lane < 2 && base + lane < n_emit) add_norm(&norm_lo[emitted[base + lane]], &norm_hi[emitted[base + lane]], u);
+    }
+    if (reads_w2) {
+      __syncthreads();  // every thread is done with the stage
+      if (bulk && need_w2 && warp == 0 && i + p.stages < n_mine) issue(i + p.stages);
+    }
+  }
+  if (n_groups == 1) flush(0);
+  __syncthreads();
+
+  for (int b = tid; b < a.n_blocks; b += blockDim.x)
+    a.partials[(size_t)blockIdx.x * a.max_blocks + b] = DSparkPartial{best[b], norm_lo[b], norm_hi[b], row_max[b], 0u};
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) misc[2] = atomicAdd(a.ticket, 1u) == gridDim.x - 1 ? 1 : 0;
+  __syncthreads();
+  if (!misc[2]) return;
+
+  // The last CTA: every CTA's partials into the records, a warp a block; on one rank the merge.
+  __threadfence();
+  if (tid == 0) *a.ticket = 0;
+  const DSparkLayout& lay = a.layout;
+  for (int b = warp; b < a.n_blocks; b += blockDim.x / 32) {
+    uint64_t kk = 0;
+    uint32_t mm = 0;
+    NormSum ns{0, 0};
+    for (int c = lane; c < (int)gridDim.x; c += 32) {
+      const DSparkPartial* q = a.partials + (size_t)c * a.max_blocks + b;
+      kk = umax64(kk, ldcg_u64(&q->key));
+      mm = max(mm, __ldcg(&q->row_max));
+      norm_add(&ns, ldcg_u64(&q->norm_lo), ldcg_u64(&q->norm_hi));
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      kk = umax64(kk, shfl_down_u64(kk, off));
+      mm = max(mm, __shfl_down_sync(kFullWarp, mm, off));
+      const uint64_t lo = shfl_down_u64(ns.lo, off), hi = shfl_down_u64(ns.hi, off);
+      norm_add(&ns, lo, hi);
+    }
+    kk = (uint64_t)__shfl_sync(kFullWarp, (unsigned)(kk >> 32), 0) << 32 | __shfl_sync(kFullWarp, (unsigned)kk, 0);
+    const bool won = (flags[b] & kFlagActive) && kk != 0;
+    const CandRec c = cand_from_key(kk);
+    const int64_t local = c.id - a.v_begin;
+    // l at the winner again, in the pass's order: chain j of its row on lane j.
+    float chain = 0.0f;
+    if (won && lane < kDotChains) {
+      const uint8_t* row = a.w2 + (size_t)local * a.w2_stride;
+      const float* e = a.e + (size_t)b * a.R8;
+      for (int r = lane; r < a.R; r += kDotChains) chain = fmaf(load_elem(row, a.w2_type, r), e[r], chain);
+    }
+    const float dot = dspark_meet_chains(chain);
+    if (lane == 0) {
+      DSparkRecord rec{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0};
+      if (flags[b] & kFlagEmitted) rec.norm_lo = ns.lo, rec.norm_hi = ns.hi;
+      if (won) {
+        const uint8_t* z = a.logits + map_row(a.row_map, (int64_t)b * a.N + (k - 1)) * a.logits_stride;
+        const float s = a.scale ? a.scale[a.scale_rows == 1 ? 0 : local] : 1.0f;
+        rec.key = c.z;
+        rec.draft_id = c.id;
+        rec.target_id = a.d2t ? a.d2t[local] : c.id;
+        rec.logit = markov_logit(a.transform, load_elem(z, a.logits_type, local), dot, s);
+        rec.row_max = row_max_of(mm);
+      }
+      *dspark_record(lay, a.send, b) = rec;
+    }
+    if (won && lay.row_bytes) {  // the next step's W1 row travels with the record
+      const uint8_t* src = a.w1 + (size_t)local * a.w1_stride;
+      uint8_t* dst = dspark_record_row(lay, a.send, b);
+      for (size_t i = lane; i < lay.row_bytes; i += 32) dst[i] = src[i];
+    }
+    if (a.n_ranks == 1) {
+      __syncwarp();
+      dspark_merge_block(a, k, b, lane);
+    }
+  }
+}
+
+// Exchange x's records of every rank merged, a warp a block.
+__global__ void __launch_bounds__(kMergeWarps * 32) dspark_merge_kernel(const DSparkChainArgs a, const int32_t x) {
+  chain_release();
+  chain_wait();
+  const int b = blockIdx.x * kMergeWarps + (threadIdx.x >> 5);
+  if (b < a.n_blocks) dspark_merge_block(a, x, b, threadIdx.x & 31);
+}
+
+template <dfsel_type W>
+void pass_instances(DSparkPassKernel (&k)[4]) {
+  k[0] = dspark_pass_kernel<W, 1>;
+  k[1] = dspark_pass_kernel<W, 2>;
+  k[2] = dspark_pass_kernel<W, 4>;
+  k[3] = dspark_pass_kernel<W, 8>;
+}
+
+// The largest power of two up to 16 that divides x.
+int pow2_unit(uint64_t x) {
+  int u = 16;
+  while (u > 1 && x % (uint64_t)u != 0) u /= 2;
+  return u;
+}
+
+}  // namespace
+
+cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLaunch* out) {
+  DSparkPassLaunch l{};
+  switch (a.w2_type) {
+    case DFSEL_TYPE_F32: pass_instances<DFSEL_TYPE_F32>(l.kernels); break;
+    case DFSEL_TYPE_F16: pass_instances<DFSEL_TYPE_F16>(l.kernels); break;
+    case DFSEL_TYPE_BF16: pass_instances<DFSEL_TYPE_BF16>(l.kernels); break;
+    case DFSEL_TYPE_Q8_0: pass_instances<DFSEL_TYPE_Q8_0>(l.kernels); break;
+    default: return cudaErrorInvalidValue;  // K-quants are widened at plan creation
+  }
+  const size_t rb = row_bytes(a.w2_type, a.R);
+  if (rb == 0 || rb > UINT32_MAX) return cudaErrorInvalidValue;
+  int optin = 0, sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return e;
+  l.shape.row_bytes = (uint32_t)rb;
+  l.shape.pitch = dspark_pitch(rb);
+  const uint64_t mix = reinterpret_cast<uintptr_t>(a.w2) | a.w2_stride | rb;
+  l.shape.unit = pow2_unit(mix);
+  l.shape.bulk = l.shape.unit == 16 ? 1 : 0;
+  // The largest tile of which three (else two) stages fit beside the rest.
+  bool fits = false;
+  for (int tile = 128; tile >= 16 && !fits; tile /= 2)
+    for (int stages = 3; stages >= 2 && !fits; --stages) {
+      l.shape.tile_rows = tile;
+      l.shape.stages = stages;
+      fits = dspark_pass_carve(l.shape, a.R8, a.max_blocks).total <= (size_t)optin;
+    }
+  if (!fits) return cudaErrorInvalidValue;
+  l.smem = dspark_pass_carve(l.shape, a.R8, a.max_blocks).total;
+  l.threads = 2 * l.shape.tile_rows;
+  int per_sm = 0;
+  for (DSparkPassKernel k : l.kernels) {
+    e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.smem);
+    if (e != cudaSuccess) return e;
+  }
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernels[3], l.threads, l.smem);
+  if (e != cudaSuccess) return e;
+  l.grid = sms * (per_sm > 0 ? per_sm : 1);
+  *out = l;
+  return cudaSuccess;
+}
+
+cudaError_t dspark_begin(const DSparkChainArgs& a, cudaStream_t stream) {
+  dspark_begin_kernel<<<a.n_blocks, kBeginThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t dspark_pass(const DSparkChainArgs& a, int32_t k, const DSparkPassLaunch& l, cudaStream_t stream) {
+  const int which = a.n_blocks <= 1 ? 0 : a.n_blocks <= 2 ? 1 : a.n_blocks <= 4 ? 2 : 3;
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)l.grid), l.threads, l.smem, stream, 1, true, attr);
+  return cudaLaunchKernelEx(&cfg, l.kernels[which], a, l.shape, k);
+}
+
+cudaError_t dspark_merge(const DSparkChainArgs& a, int32_t x, cudaStream_t stream) {
+  cudaLaunchAttribute attr[2];
+  const unsigned grid = (unsigned)((a.n_blocks + kMergeWarps - 1) / kMergeWarps);
+  const cudaLaunchConfig_t cfg = launch_config(dim3(grid), kMergeWarps * 32, 0, stream, 1, true, attr);
+  return cudaLaunchKernelEx(&cfg, dspark_merge_kernel, a, x);
+}
+
+}  // namespace dfsel::cuda

@@ -1,0 +1,47 @@
+// The DSpark chain on one rank's shard (docs/dspark.md), as kernels the host side
+// (host/backend/cuda_dspark.cu) enqueues around the exchanges of a run:
+//   begin    outputs cleared, each block's state, its first W1 row, the hidden part of its
+//            confidence head for every step, exchange 0's records (sharded W1);
+//   pass     step k: every W2 row of the shard read once for all drafting blocks (the rows
+//            staged in shared memory, each row's dot products in the eight-chain order of
+//            kernels/common/dspark_math.cuh), the shard's best and largest l per block, when
+//            sampling l stored and the shard's part of step k - 1's normaliser; its last CTA
+//            writes the records and, on one rank, merges them;
+//   merge    several ranks, after the exchange: the winner, the outputs, the next W1 row and
+//            the next step's confidence (the same code the pass's last CTA runs on one rank).
+// Every kernel but begin is launched chained (kernels/common/chain.cuh): a pass stages its
+// first W2 tiles, which no kernel writes, before it waits for the kernel before it.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/common/dspark_args.cuh"
+
+namespace dfsel::cuda {
+
+using DSparkPassKernel = void (*)(DSparkChainArgs, DSparkPassShape, int32_t);
+
+// How a pass is launched, decided at plan creation for the plan's largest run.
+struct DSparkPassLaunch {
+  DSparkPassShape shape;
+  int grid;     // CTAs: every SM's resident CTAs, one wave
+  int threads;  // two a row of the tile
+  size_t smem;  // dynamic shared memory (the same for every instance)
+  DSparkPassKernel kernels[4];  // for the plan's W2 type, reading a row for 1, 2, 4 or 8 blocks
+};
+
+// Chooses the pass's shape for runs of up to a.max_blocks blocks on `device` (attributes set
+// on the kernel). cudaErrorInvalidValue when no tile fits the device's shared memory or the W2
+// type is not one the kernels read.
+cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLaunch* out);
+
+cudaError_t dspark_begin(const DSparkChainArgs& a, cudaStream_t stream);
+// Step k in 1..N; k = N + 1 (sampling) computes only step N's normaliser. The instance reads
+// each staged row for up to 1, 2, 4 or 8 blocks at once, the fewest that cover a.n_blocks.
+cudaError_t dspark_pass(const DSparkChainArgs& a, int32_t k, const DSparkPassLaunch& l, cudaStream_t stream);
+// Exchange x's records of every rank, merged (several ranks).
+cudaError_t dspark_merge(const DSparkChainArgs& a, int32_t x, cudaStream_t stream);
+
+}  // namespace dfsel::cuda
