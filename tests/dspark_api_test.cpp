@@ -147,6 +147,32 @@ TEST(DSparkApi, BadDescriptionsAreRefusedWithTheirValue) {
   EXPECT_NE(std::string(msg).find("plan (the output pointer) is NULL"), std::string::npos);
 }
 
+// A K-quant W1 is widened to BF16 at creation, and sharded W1 rows travel in the records: the
+// size dfsel_dspark_workspace_size answers is the size of the plan made, so that a caller's
+// workspace of exactly that size is taken.
+TEST(DSparkApi, WorkspaceSizeOfKQuantShardedW1IsTheWidenedPlans) {
+  DSparkCase c;
+  c.V = c.V_target = 300;
+  c.R = 256;
+  c.w1_t = DFSEL_TYPE_Q4_K;
+  c.w2_t = DFSEL_TYPE_Q6_K;
+  const DSparkData d = make_dspark_data(c, 11);
+  DSparkRunOpts r;
+  r.bounds = {0, 140, 300};
+  r.placement = DFSEL_CODEBOOKS_SHARDED;
+  dfsel_dspark_plan_desc desc = dspark_desc(c, d, r, 1);
+  desc.backend = DFSEL_BACKEND_CPU;
+  size_t bytes = 0;
+  char msg[512] = "";
+  ASSERT_EQ(dfsel_dspark_workspace_size(&desc, &bytes, msg, sizeof msg), DFSEL_SUCCESS) << msg;
+  std::vector<uint64_t> ws(bytes / 8 + 2);
+  desc.workspace = ws.data();
+  desc.workspace_bytes = bytes;
+  dfsel_dspark_plan* plan = nullptr;
+  ASSERT_EQ(dfsel_dspark_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
+  EXPECT_EQ(dfsel_dspark_plan_destroy(plan), DFSEL_SUCCESS);
+}
+
 TEST(DSparkApi, TheCudaBackendNeedsADevice) {
   Base b;
   dfsel_dspark_plan_desc desc = dspark_desc(b.c, b.d, b.r, 0);
