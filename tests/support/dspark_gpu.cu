@@ -58,7 +58,7 @@ struct DSparkCudaSession::Impl {
     if (p == nullptr) return nullptr;
     const uint8_t* h = reinterpret_cast<const uint8_t*>(p);
     for (const Upload& u : uploads)
-      if (h >= u.host && h <= u.host + u.bytes)
+      if (h >= u.host && h < u.host + u.bytes)  // data always follows a pointer here
         return reinterpret_cast<T*>(static_cast<uint8_t*>(u.dev) + (h - u.host));
     return nullptr;  // not reached: every pointer of a description is into d's vectors
   }
@@ -228,6 +228,7 @@ dfsel_status DSparkCudaSession::enqueue() {
   status = dfsel_dspark_run_group(ranks(), plans.data(), m.in.data(), m.out.data(), st.data());
   if (!ok()) {
     // The message is on the plan that found the problem: the first that has one.
+    error = std::string("dfsel_dspark_run_group: ") + dfsel_status_string(status) + " and no plan has a message";
     for (dfsel_dspark_plan* p : plans) {
       const char* e = dfsel_dspark_plan_last_error(p);
       if (e != nullptr && *e != '\0') {
