@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace dfsel::bench {
 
@@ -79,9 +80,11 @@ inline bool cuda_ok(benchmark::State& state, cudaError_t e, const char* what) {
 // Times enqueue(copy, stream), which must enqueue one call reading input copy `copy`: the
 // calls for copies 0, 1, ..., copies - 1, 0, ... (at least kMinGraphCalls of them) are captured
 // in one graph; each benchmark iteration replays it between two events and reports the time
-// per call. Register the benchmark with UseManualTime().
+// per call. Register the benchmark with UseManualTime(). per_call, when given, receives every
+// iteration's time per call (for a median; Google Benchmark reports the mean).
 inline void time_graph(benchmark::State& state, int copies, double bytes,
-                       const std::function<cudaError_t(int, cudaStream_t)>& enqueue) {
+                       const std::function<cudaError_t(int, cudaStream_t)>& enqueue,
+                       std::vector<double>* per_call = nullptr) {
   const int calls = copies * ((kMinGraphCalls + copies - 1) / copies);
   cudaStream_t st = nullptr;
   cudaGraph_t graph = nullptr;
@@ -117,9 +120,10 @@ inline void time_graph(benchmark::State& state, int copies, double bytes,
     if (!cuda_ok(state, cudaEventSynchronize(stop), "replay")) break;
     float ms = 0.0f;
     cudaEventElapsedTime(&ms, start, stop);
-    const double per_call = ms * 1e-3 / ((double)calls * replays);
-    state.SetIterationTime(per_call);
-    total += per_call;
+    const double per_call_s = ms * 1e-3 / ((double)calls * replays);
+    state.SetIterationTime(per_call_s);
+    if (per_call != nullptr) per_call->push_back(per_call_s);
+    total += per_call_s;
     ++n;
   }
   if (n > 0) report_bytes(state, bytes, total / n);

@@ -8,8 +8,9 @@ over the C ABI of libdfsel.so (ctypes; nothing to compile).
     plan.run(logits, hidden, anchors, out=out)   # on torch's current stream
     drafts, n = out.path, out.n_emitted
 
-dfsel.DSparkPlan and dfsel.dspark_run_group run a DSpark draft's Markov chain the same way
-(CPU backend, NumPy arrays, in this version).
+dfsel.DSparkPlan and dfsel.dspark_run_group run a DSpark draft's Markov chain the same way:
+NumPy arrays on the CPU backend, CUDA arrays (torch, ...) on the CUDA backend, where a library
+whose CUDA backend refuses DSpark plans raises dfsel.Error (UNSUPPORTED) at plan creation.
 
 libdfsel.so is found through DFSEL_LIBRARY, next to this package (pip install bundles it
 there), or on the loader path. Every failure raises dfsel.Error(status, message): integers

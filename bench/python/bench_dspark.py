@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""One DSpark chain on one GPU: the PyTorch loop that runs it today against dfsel's DSparkPlan
+(CUDA backend) called from Python, both captured in a CUDA graph, in one process.
+
+Sizes (the C++ benchmark DSparkStep, bench/dspark_step_bench.cu): V_draft = V_target = 163840,
+R = 256, N = 7, BF16 W1 and W2, F32 base logits (N rows a block), greedy; 1 and 8 blocks.
+
+  torch  per step k = 1..N: e = W1[x_(k-1)] (an embedding lookup of the previous token's row),
+         bias = linear(e, W2) (W2 @ e), l = z_k + bias, x_k = argmax l; the N steps of every
+         block captured in one torch.cuda.graph
+  dfsel  plan.run(logits, anchors, out=out) captured in one torch.cuda.graph on the same
+         weights and inputs
+
+Each graph is replayed between two CUDA events, --timings times (after --warmup replays): the
+figure is the median time per replay. The inputs stay in place between replays for both (the
+W2 rows, 84 MB, are most of what a chain reads and do not fit in L2 either way). The table
+gives the two times and torch / dfsel (the target is at least 2). How often the two chains
+agree on every token is printed for information only: torch's BF16 linear rounds the bias to
+BF16 and dfsel's does not, so they may differ near ties.
+
+  python3 bench/python/bench_dspark.py [--blocks 1 8] [--json PATH]
+
+Exits 1 when dfsel could not make or run a CUDA DSpark plan (the error is printed), 0 otherwise.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+
+import dfsel
+
+V, R, N = 163840, 256, 7
+
+
+def median_us(graph, timings, warmup):
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(warmup):
+        graph.replay()
+    torch.cuda.synchronize()
+    t = []
+    for _ in range(timings):
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        t.append(start.elapsed_time(stop) * 1e3)
+    return statistics.median(t), min(t), max(t)
+
+
+def capture(fn):
+    """fn() captured in a torch.cuda.graph after a warm-up on a side stream, as torch asks."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
+class Chain:
+    def __init__(self, blocks, seed=1):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        sigma = R ** -0.25
+        self.blocks = blocks
+        self.w1 = (torch.randn(V, R, generator=g, device="cuda") * sigma).to(torch.bfloat16)
+        self.w2 = (torch.randn(V, R, generator=g, device="cuda") * sigma).to(torch.bfloat16)
+        self.z = torch.randn(blocks * N, V, generator=g, device="cuda")  # row b * N + k - 1 drafts step k
+        self.anchors = torch.randint(0, V, (blocks,), generator=g, device="cuda", dtype=torch.int32)
+        self.torch_tokens = torch.empty(blocks, N, dtype=torch.int64, device="cuda")
+
+    def torch_chain(self):
+        """The reference loop: N dependent steps, every block at once."""
+        z = self.z.view(self.blocks, N, V)
+        prev = self.anchors.long()
+        for k in range(N):
+            e = torch.nn.functional.embedding(prev, self.w1)       # [blocks, R]
+            bias = torch.nn.functional.linear(e, self.w2)           # [blocks, V] = W2 @ e
+            prev = torch.argmax(z[:, k] + bias, dim=1)
+            self.torch_tokens[:, k] = prev
+
+    def plan(self):
+        return dfsel.DSparkPlan(n_vocab=V, markov_rank=R, n_draft=N, max_blocks=self.blocks, w1=self.w1, w2=self.w2)
+
+
+def run_case(blocks, args):
+    c = Chain(blocks)
+    row = {"blocks": blocks, "vocab": V, "rank": R, "n_draft": N}
+    tg = capture(c.torch_chain)
+    row["torch_us"], row["torch_min_us"], row["torch_max_us"] = median_us(tg, args.timings, args.warmup)
+    try:
+        plan = c.plan()
+        out = plan.outputs(want=())
+        dg = capture(lambda: plan.run(c.z, c.anchors, out=out))
+        dg.replay()
+        plan.check()
+        row["dfsel_us"], row["dfsel_min_us"], row["dfsel_max_us"] = median_us(dg, args.timings, args.warmup)
+        plan.check()
+        tg.replay()
+        torch.cuda.synchronize()
+        row["same_tokens_blocks"] = int((out.tokens.long() == c.torch_tokens).all(dim=1).sum())
+        row["x_vs_torch"] = row["torch_us"] / row["dfsel_us"]
+    except dfsel.Error as e:
+        row["dfsel_error"] = "%s: %s" % (e.status.name if hasattr(e.status, "name") else e.status, e.message)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--blocks", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--timings", type=int, default=200, help="timed replays per graph (median)")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--json", metavar="PATH", help="write the rows as JSON here")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_dspark: torch sees no CUDA device, nothing to measure")
+        return 0
+    rows = [run_case(b, args) for b in args.blocks]
+    print("%-8s %12s %12s %10s %10s" % ("blocks", "torch us", "dfsel us", "torch/dfsel", "same"))
+    failed = False
+    for r in rows:
+        if "dfsel_error" in r:
+            failed = True
+            print("%-8d %12.1f %12s   dfsel: %s" % (r["blocks"], r["torch_us"], "-", r["dfsel_error"]))
+            continue
+        print("%-8d %12.1f %12.1f %10.2fx %6d/%d" % (r["blocks"], r["torch_us"], r["dfsel_us"], r["x_vs_torch"],
+                                                    r["same_tokens_blocks"], r["blocks"]))
+    print("target: torch/dfsel >= 2 (%s)" % torch.cuda.get_device_name())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "dfsel": dfsel.__version__, "rows": rows}, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

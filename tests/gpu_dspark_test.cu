@@ -1,0 +1,436 @@
+// The DSpark chain on the CUDA backend against the CPU backend (itself bitwise the reference,
+// dspark_cpu_backend_test.cpp), every output bit for bit: random drafts of every shape, layout,
+// d2t, scale, confidence head, transform and weight type, greedy and sampling; planted special
+// values; 1 to 4 in-process ranks on one GPU over uneven ranges, both W1 placements, one
+// stream or one per rank; a realistic size; CUDA-graph capture and replay with new inputs; a
+// second run; a bad anchor reported by dfsel_dspark_plan_wait; a caller-owned workspace; two
+// plans on one stream. Everything through the public C API; outputs poisoned before each run.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "support/dspark_gpu.h"
+#include "support/dspark_problem.h"
+#include "support/gpu.cuh"
+
+namespace dfsel::test {
+namespace {
+
+std::string describe(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r) {
+  std::string b;
+  for (int64_t x : r.bounds) b += (b.empty() ? "" : ",") + std::to_string(x);
+  return c.str() + " seed=" + std::to_string(seed) + " ranks=" + std::to_string(r.bounds.empty() ? 1 : r.bounds.size() - 1) +
+         " bounds=[" + b + "] T=" + std::to_string(r.temperature) + " p_min=" + std::to_string(r.p_min) +
+         " sharded=" + std::to_string(r.placement);
+}
+
+// The CPU backend's result for the same problem (every rank of r, as run_dspark runs them).
+DSparkResult cpu_result(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r) {
+  DSparkResult cpu = run_dspark(c, d, r);
+  EXPECT_EQ(cpu.status, DFSEL_SUCCESS) << "CPU backend: " << cpu.error;
+  return cpu;
+}
+
+void expect_bitwise_cpu(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, const DSparkCudaOpts& o = {}) {
+  const DSparkResult cpu = cpu_result(c, d, r);
+  if (cpu.status != DFSEL_SUCCESS) return;
+  const DSparkResult gpu = run_dspark_cuda(c, d, r, o);
+  ASSERT_EQ(gpu.status, DFSEL_SUCCESS) << gpu.error;
+  EXPECT_EQ(dspark_bitwise_diff(gpu, cpu), "");
+}
+
+void expect_bitwise_cpu(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r, const DSparkCudaOpts& o = {}) {
+  SCOPED_TRACE(describe(c, seed, r));
+  expect_bitwise_cpu(c, make_dspark_data(c, seed), r, o);
+}
+
+TEST(GpuDSpark, BitwiseTheCpuOnRandomDrafts) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  int i = 0;
+  for (const auto& [c, r] : random_dspark_runs(rng, 60)) {
+    DSparkCudaOpts o;
+    o.stream_per_rank = i++ % 2 == 1;  // plans of a group on one stream, or one stream each
+    expect_bitwise_cpu(c, rng(), r, o);
+  }
+}
+
+TEST(GpuDSpark, BitwiseTheCpuOnSpecialValues) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& [c, r] : special_dspark_runs(rng)) expect_bitwise_cpu(c, rng(), r);
+}
+
+// Every weight type for W1, W2 and the confidence head (R and n_embd + R whole K-quant blocks),
+// both layouts, greedy and sampling with p_min, with a per-row scale and d2t half the time.
+TEST(GpuDSpark, EveryWeightType) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const dfsel_type types[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0, DFSEL_TYPE_Q4_K,
+                              DFSEL_TYPE_Q6_K};
+  for (int i = 0; i < 6; ++i)
+    for (bool from_anchor : {true, false}) {
+      DSparkCase c;
+      c.V = 700;
+      c.R = 256;
+      c.E = 256;
+      c.N = 5;
+      c.blocks = 3;
+      c.from_anchor = from_anchor;
+      c.w1_t = types[i];
+      c.w2_t = types[(i + 2) % 6];
+      c.conf_t = types[(i + 4) % 6];
+      c.conf_bias = 0.5f;
+      c.scale_rows = from_anchor ? 2 : 1;
+      c.d2t = i % 2 == 1;
+      c.V_target = c.d2t ? 900 : c.V;
+      DSparkRunOpts r;
+      r.bounds = random_bounds(c.V, 2, 1, rng);
+      r.temperature = from_anchor ? 0.0f : 0.8f;
+      r.p_min = 0.4f;
+      r.seed = rng();
+      expect_bitwise_cpu(c, rng(), r);
+    }
+}
+
+// 1 to 4 ranks over uneven ranges, both placements (sharded W1 without d2t): bitwise the same
+// as one rank and as the CPU backend, greedy and sampling.
+TEST(GpuDSpark, ShardCountsAndPlacementsGiveBitwiseTheSameResult) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (float temperature : {0.0f, 1.1f}) {
+    DSparkCase c;
+    c.V = 5003;
+    c.R = 64;
+    c.E = 40;
+    c.N = 7;
+    c.blocks = 4;
+    c.w1_t = DFSEL_TYPE_BF16;
+    c.w2_t = DFSEL_TYPE_Q8_0;
+    c.scale_rows = 2;
+    c.special = Special::kMixed;
+    const uint64_t data_seed = rng();
+    const DSparkData d = make_dspark_data(c, data_seed);
+    DSparkRunOpts one;
+    one.temperature = temperature;
+    one.p_min = 0.3f;
+    one.seed = rng();
+    SCOPED_TRACE(describe(c, data_seed, one));
+    const DSparkResult base = run_dspark_cuda(c, d, one);
+    ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
+    const DSparkResult cpu = cpu_result(c, d, one);
+    EXPECT_EQ(dspark_bitwise_diff(base, cpu), "") << "1 rank against the CPU";
+    for (int S = 2; S <= 4; ++S)
+      for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
+        for (bool per_rank : {false, true}) {
+          DSparkRunOpts r = one;
+          r.bounds = random_bounds(c.V, S, 1, rng);
+          r.placement = pl;
+          DSparkCudaOpts o;
+          o.stream_per_rank = per_rank;
+          SCOPED_TRACE(describe(c, data_seed, r) + " stream_per_rank=" + std::to_string(per_rank));
+          const DSparkResult x = run_dspark_cuda(c, d, r, o);
+          ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+          EXPECT_EQ(dspark_bitwise_diff(x, base), "");
+        }
+  }
+}
+
+// The sizes the chain runs at: V 163840, R 256, N 7, BF16 W1 and W2, F32 logits; 1 and 8
+// blocks, greedy and sampling, one rank and two.
+TEST(GpuDSpark, RealisticSize) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int blocks : {1, 8}) {
+    DSparkCase c;
+    c.V = c.V_target = 163840;
+    c.R = 256;
+    c.N = 7;
+    c.blocks = blocks;
+    c.w1_t = c.w2_t = DFSEL_TYPE_BF16;
+    const uint64_t data_seed = rng();
+    const DSparkData d = make_dspark_data(c, data_seed);
+    for (float temperature : {0.0f, 0.8f})
+      for (int S : {1, 2}) {
+        DSparkRunOpts r;
+        if (S > 1) r.bounds = random_bounds(c.V, S, 1024, rng);
+        r.temperature = temperature;
+        r.seed = rng();
+        SCOPED_TRACE(describe(c, data_seed, r));
+        expect_bitwise_cpu(c, d, r);
+      }
+  }
+}
+
+// One chain captured in a CUDA graph on the plans' stream and replayed after new logits,
+// hidden rows and anchors are written into the same device buffers: each replay is bitwise
+// the CPU backend's result for its inputs (the run allocates and synchronises nothing).
+TEST(GpuDSpark, GraphCaptureReplaysNewInputs) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int S : {1, 3}) {
+    DSparkCase c;
+    c.V = 20000;
+    c.R = 128;
+    c.E = 64;
+    c.N = 6;
+    c.blocks = 3;
+    c.d2t = S == 1;
+    c.V_target = c.d2t ? 25000 : c.V;
+    c.w1_t = DFSEL_TYPE_BF16;
+    c.w2_t = DFSEL_TYPE_Q6_K;
+    c.scale_rows = 1;
+    DSparkRunOpts r;
+    if (S > 1) r.bounds = random_bounds(c.V, S, 100, rng);
+    r.temperature = S == 1 ? 0.0f : 0.9f;
+    r.p_min = 0.35f;
+    r.seed = rng();
+    const uint64_t data_seed = rng();
+    DSparkData d = make_dspark_data(c, data_seed);
+    SCOPED_TRACE(describe(c, data_seed, r));
+    DSparkCudaSession session(c, d, r);  // one stream for every rank
+    ASSERT_TRUE(session.ok()) << session.error;
+    cudaStream_t st = session.streams[0];
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const dfsel_status enq = session.enqueue();
+    CUDA_OK(cudaStreamEndCapture(st, &graph));
+    ASSERT_EQ(enq, DFSEL_SUCCESS) << session.error;
+    cudaGraphExec_t exec = nullptr;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 4; ++replay) {
+      SCOPED_TRACE("replay " + std::to_string(replay));
+      DSparkData next = make_dspark_data(c, rng());  // new inputs; the uploaded weights stay
+      next.w1 = d.w1;
+      next.w2 = d.w2;
+      next.conf_w = d.conf_w;
+      next.scale = d.scale;
+      next.d2t = d.d2t;
+      session.upload_inputs(next);
+      session.poison_outputs();
+      ASSERT_TRUE(session.ok()) << session.error;
+      CUDA_OK(cudaGraphLaunch(exec, st));
+      ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
+      const DSparkResult gpu = session.download();
+      ASSERT_EQ(gpu.status, DFSEL_SUCCESS) << gpu.error;
+      const DSparkResult cpu = cpu_result(c, next, r);
+      EXPECT_EQ(dspark_bitwise_diff(gpu, cpu), "");
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
+// The same plans run twice on the same inputs give the same bits (nothing left over from the
+// first run in the workspace changes the second).
+TEST(GpuDSpark, SecondRunBitwiseTheFirst) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (float temperature : {0.0f, 0.6f}) {
+    DSparkCase c;
+    c.V = 9000;
+    c.R = 96;
+    c.E = 32;
+    c.N = 7;
+    c.blocks = 5;
+    c.w2_t = DFSEL_TYPE_F16;
+    DSparkRunOpts r;
+    r.bounds = random_bounds(c.V, 2, 1, rng);
+    r.placement = DFSEL_CODEBOOKS_SHARDED;
+    r.temperature = temperature;
+    r.p_min = 0.2f;
+    r.seed = rng();
+    const uint64_t data_seed = rng();
+    const DSparkData d = make_dspark_data(c, data_seed);
+    SCOPED_TRACE(describe(c, data_seed, r));
+    DSparkCudaSession session(c, d, r);
+    DSparkResult runs[2];
+    for (DSparkResult& x : runs) {
+      session.poison_outputs();
+      session.enqueue();
+      session.wait();
+      x = session.download();
+      ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+    }
+    EXPECT_EQ(dspark_bitwise_diff(runs[1], runs[0]), "");
+    EXPECT_EQ(dspark_bitwise_diff(runs[0], cpu_result(c, d, r)), "");
+  }
+}
+
+// An anchor outside [0, n_target_vocab) is found on the device: dfsel_dspark_plan_wait reports
+// it by name and value, that block emits nothing, and the plans stay usable.
+TEST(GpuDSpark, OutOfRangeAnchorIsReportedByWait) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int S : {1, 2})
+    for (bool negative : {true, false}) {
+      DSparkCase c;
+      c.V = 4000;
+      c.d2t = S == 1;
+      c.V_target = c.d2t ? 4500 : c.V;
+      c.N = 4;
+      c.blocks = 3;
+      DSparkRunOpts r;
+      if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
+      const uint64_t data_seed = rng();
+      DSparkData d = make_dspark_data(c, data_seed);
+      const int32_t value = negative ? -1 : (int32_t)c.V_target;
+      d.anchors[1] = value;
+      SCOPED_TRACE(describe(c, data_seed, r) + " anchors[1]=" + std::to_string(value));
+      DSparkCudaSession session(c, d, r);
+      ASSERT_TRUE(session.ok()) << session.error;
+      session.poison_outputs();
+      ASSERT_EQ(session.enqueue(), DFSEL_SUCCESS) << session.error;  // the device finds it
+      EXPECT_EQ(session.wait(), DFSEL_INVALID_ARGUMENT);
+      EXPECT_NE(session.error.find("inputs.anchors[1] = " + std::to_string(value)), std::string::npos) << session.error;
+      session.status = DFSEL_SUCCESS;  // read what the run wrote
+      const DSparkResult x = session.download();
+      ASSERT_EQ(x.n_emitted.size(), (size_t)c.blocks);
+      EXPECT_EQ(x.n_emitted[1], 0);
+      for (int k = 0; k < c.N; ++k) EXPECT_EQ(x.tokens[(size_t)c.N + k], -1) << "tokens[1][" << k << "]";
+      // The same plans with a valid anchor run, bitwise the CPU backend.
+      d.anchors[1] = (int32_t)(c.V_target - 1);
+      session.upload_inputs(d);
+      session.poison_outputs();
+      session.enqueue();
+      ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
+      const DSparkResult y = session.download();
+      ASSERT_EQ(y.status, DFSEL_SUCCESS) << y.error;
+      EXPECT_EQ(dspark_bitwise_diff(y, cpu_result(c, d, r)), "");
+    }
+}
+
+// A caller-owned workspace (dfsel_dspark_workspace_size bytes of a CUDA description, 256-byte
+// aligned, poisoned first, each rank its own part of one buffer) gives the same results.
+TEST(GpuDSpark, CallerWorkspace) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int S : {1, 3}) {
+    DSparkCase c;
+    c.V = 12000;
+    c.R = 64;
+    c.E = 24;
+    c.N = 5;
+    c.blocks = 4;
+    c.w1_t = DFSEL_TYPE_F16;
+    DSparkRunOpts r;
+    if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
+    r.placement = S > 1 ? DFSEL_CODEBOOKS_SHARDED : DFSEL_CODEBOOKS_REPLICATED;
+    r.temperature = 0.7f;
+    r.p_min = 0.3f;
+    r.seed = rng();
+    DSparkCudaOpts o;
+    o.caller_workspace = true;
+    o.workspace_offset = 256;  // not the allocation's own start
+    expect_bitwise_cpu(c, rng(), r, o);
+  }
+}
+
+// Two unrelated plans enqueued one after the other on one stream, then waited for: each gives
+// its own problem's result.
+TEST(GpuDSpark, TwoPlansOnOneStream) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  cudaStream_t st = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  DSparkCase a, b;
+  a.V = 3000;
+  a.N = 6;
+  a.blocks = 2;
+  b.V = 7000;
+  b.R = 48;
+  b.E = 16;
+  b.N = 3;
+  b.blocks = 5;
+  b.from_anchor = false;
+  b.w2_t = DFSEL_TYPE_BF16;
+  DSparkRunOpts ra, rb;
+  ra.temperature = 0.5f;
+  ra.seed = rng();
+  rb.p_min = 0.25f;
+  const uint64_t sa = rng(), sb = rng();
+  const DSparkData da = make_dspark_data(a, sa), db = make_dspark_data(b, sb);
+  SCOPED_TRACE("a: " + describe(a, sa, ra) + "; b: " + describe(b, sb, rb));
+  DSparkCudaOpts o;
+  o.stream = st;
+  {
+    DSparkCudaSession x(a, da, ra, o), y(b, db, rb, o);
+    ASSERT_TRUE(x.ok()) << x.error;
+    ASSERT_TRUE(y.ok()) << y.error;
+    x.poison_outputs();
+    y.poison_outputs();
+    ASSERT_EQ(x.enqueue(), DFSEL_SUCCESS) << x.error;
+    ASSERT_EQ(y.enqueue(), DFSEL_SUCCESS) << y.error;
+    ASSERT_EQ(x.wait(), DFSEL_SUCCESS) << x.error;
+    ASSERT_EQ(y.wait(), DFSEL_SUCCESS) << y.error;
+    EXPECT_EQ(dspark_bitwise_diff(x.download(), cpu_result(a, da, ra)), "") << "plan a";
+    EXPECT_EQ(dspark_bitwise_diff(y.download(), cpu_result(b, db, rb)), "") << "plan b";
+  }
+  cudaStreamDestroy(st);
+}
+
+// Small and quick, for compute-sanitizer's four tools (scripts/dspark-gpu-check.sh): one and
+// three ranks, both placements, both layouts, d2t, a K-quant W2, a confidence head with p_min,
+// greedy and sampling, and one bad anchor found on the device.
+TEST(GpuDSpark, SmallShapesForSanitizers) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int S : {1, 3})
+    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
+      DSparkCase c;
+      c.V = 517;
+      c.R = S == 1 ? 256 : 20;
+      c.E = 12;
+      c.N = 3;
+      c.blocks = 2;
+      c.from_anchor = pl == DFSEL_CODEBOOKS_REPLICATED;
+      c.d2t = S == 1 && pl == DFSEL_CODEBOOKS_REPLICATED;
+      c.V_target = c.d2t ? 600 : c.V;
+      c.w2_t = S == 1 ? DFSEL_TYPE_Q4_K : DFSEL_TYPE_BF16;
+      c.logits_t = S == 1 ? DFSEL_TYPE_F32 : DFSEL_TYPE_F16;
+      c.scale_rows = S == 1 ? 2 : 1;
+      c.logits_pad = 3;
+      DSparkRunOpts r;
+      if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
+      r.placement = pl;
+      r.temperature = pl == DFSEL_CODEBOOKS_SHARDED ? 0.9f : 0.0f;
+      r.p_min = 0.3f;
+      r.seed = rng();
+      expect_bitwise_cpu(c, rng(), r);
+    }
+  DSparkCase c;
+  c.V = 300;
+  c.blocks = 2;
+  DSparkData d = make_dspark_data(c, rng());
+  d.anchors[0] = (int32_t)c.V;
+  DSparkCudaSession session(c, d, DSparkRunOpts{});
+  session.poison_outputs();
+  session.enqueue();
+  EXPECT_EQ(session.wait(), DFSEL_INVALID_ARGUMENT) << session.error;
+}
+
+}  // namespace
+}  // namespace dfsel::test
