@@ -109,7 +109,7 @@ TEST(GpuDSpark, ShardCountsAndPlacementsGiveBitwiseTheSameResult) {
   std::mt19937_64 rng(seed);
   for (float temperature : {0.0f, 1.1f}) {
     DSparkCase c;
-    c.V = 5003;
+    c.V = c.V_target = 5003;
     c.R = 64;
     c.E = 40;
     c.N = 7;
@@ -184,7 +184,7 @@ TEST(GpuDSpark, GraphCaptureReplaysNewInputs) {
   for (int S : {1, 3}) {
     DSparkCase c;
     c.V = 20000;
-    c.R = 128;
+    c.R = 256;  // K-quant rows are whole 256-element blocks
     c.E = 64;
     c.N = 6;
     c.blocks = 3;
@@ -243,7 +243,7 @@ TEST(GpuDSpark, SecondRunBitwiseTheFirst) {
   std::mt19937_64 rng(seed);
   for (float temperature : {0.0f, 0.6f}) {
     DSparkCase c;
-    c.V = 9000;
+    c.V = c.V_target = 9000;
     c.R = 96;
     c.E = 32;
     c.N = 7;
@@ -326,7 +326,7 @@ TEST(GpuDSpark, CallerWorkspace) {
   std::mt19937_64 rng(seed);
   for (int S : {1, 3}) {
     DSparkCase c;
-    c.V = 12000;
+    c.V = c.V_target = 12000;
     c.R = 64;
     c.E = 24;
     c.N = 5;
@@ -355,10 +355,10 @@ TEST(GpuDSpark, TwoPlansOnOneStream) {
   cudaStream_t st = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   DSparkCase a, b;
-  a.V = 3000;
+  a.V = a.V_target = 3000;
   a.N = 6;
   a.blocks = 2;
-  b.V = 7000;
+  b.V = b.V_target = 7000;
   b.R = 48;
   b.E = 16;
   b.N = 3;
