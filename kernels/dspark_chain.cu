@@ -36,8 +36,6 @@ __device__ __forceinline__ uint64_t shfl_down_u64(uint64_t v, int delta) {
   return ((uint64_t)hi << 32) | lo;
 }
 
-__device__ __forceinline__ uint64_t umax64(uint64_t a, uint64_t b) { return a > b ? a : b; }
-
 // A word another CTA of this kernel wrote, read past the L1 cache.
 __device__ __forceinline__ uint64_t ldcg_u64(const uint64_t* p) {
   return (uint64_t)__ldcg(reinterpret_cast<const unsigned long long*>(p));
@@ -120,22 +118,22 @@ __global__ void __launch_bounds__(kBeginThreads) dspark_begin_kernel(const DSpar
 // staged row serves; the drafting blocks go through it in groups of NB.
 template <dfsel_type W, int NB>
 __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainArgs a, const DSparkPassShape p,
-                                                          const int32_t k) {
+                                                             const int32_t k) {
   extern __shared__ __align__(128) uint8_t smem[];
   const DSparkPassCarve sc = dspark_pass_carve(p, a.R8, a.max_blocks);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + sc.bars);
   float* e_s = reinterpret_cast<float*>(smem + sc.e);
-  unsigned long long* best = reinterpret_cast<unsigned long long*>(smem + sc.best);
+  DSparkWarpBest* warp_best = reinterpret_cast<DSparkWarpBest*>(smem + sc.warp_best);
   unsigned long long* norm_lo = reinterpret_cast<unsigned long long*>(smem + sc.norm_lo);
   unsigned long long* norm_hi = reinterpret_cast<unsigned long long*>(smem + sc.norm_hi);
-  uint32_t* row_max = reinterpret_cast<uint32_t*>(smem + sc.row_max);
   float* last_max = reinterpret_cast<float*>(smem + sc.last_max);
+  const uint8_t** z_row = reinterpret_cast<const uint8_t**>(smem + sc.z_row);
   int32_t* active = reinterpret_cast<int32_t*>(smem + sc.active);
   int32_t* emitted = reinterpret_cast<int32_t*>(smem + sc.emitted);
   uint8_t* flags = smem + sc.flags;
   int32_t* misc = reinterpret_cast<int32_t*>(smem + sc.misc);
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, n_warps = blockDim.x >> 5;
   const int t = tid >> 1, h = tid & 1;  // the row of the tile and the half of it
   const int64_t vs = a.v_end - a.v_begin;
   const int64_t n_tiles = (vs + p.tile_rows - 1) / p.tile_rows;
@@ -164,10 +162,11 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
   chain_release();
   chain_wait();
 
-  // The blocks that draft this step and those whose last step's normaliser is pending, in
-  // block order.
+  // The blocks that draft this step (with their base-logits rows) and those whose last step's
+  // normaliser is pending, in block order.
+  for (int i = tid; i < n_warps * a.n_blocks; i += blockDim.x) warp_best[i] = DSparkWarpBest{0, 0.0f, 0u};
   for (int b = tid; b < a.n_blocks; b += blockDim.x) {
-    best[b] = 0, norm_lo[b] = 0, norm_hi[b] = 0, row_max[b] = 0;
+    norm_lo[b] = 0, norm_hi[b] = 0;
     last_max[b] = a.state[b].last_max;
   }
   if (warp == 0) {
@@ -180,7 +179,10 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
       const bool emi = b < a.n_blocks && sampling && k >= 2 && st.emitted;
       const unsigned ma = __ballot_sync(kFullWarp, act), me = __ballot_sync(kFullWarp, emi);
       const unsigned below = (1u << lane) - 1u;
-      if (act) active[na + __popc(ma & below)] = b;
+      if (act) {
+        active[na + __popc(ma & below)] = b;
+        z_row[na + __popc(ma & below)] = a.logits + map_row(a.row_map, (int64_t)b * a.N + (k - 1)) * a.logits_stride;
+      }
       if (emi) emitted[ne + __popc(me & below)] = b;
       if (b < a.n_blocks) flags[b] = (act ? kFlagActive : 0) | (emi ? kFlagEmitted : 0);
       na += __popc(ma), ne += __popc(me);
@@ -199,29 +201,35 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
   if (n_groups == 1) load_e(0);
   __syncthreads();
 
-  // This thread's best key and largest l of blocks h, h + 2, ... of the group.
+  // This thread's best key (with its l) and largest l of blocks h, h + 2, ... of the group.
   constexpr int kHalf = (NB + 1) / 2;
   uint64_t bk[kHalf];
+  float bl[kHalf];
   uint32_t bm[kHalf];
   auto reset = [&] {
 #pragma unroll
-    for (int q = 0; q < kHalf; ++q) bk[q] = 0, bm[q] = 0;
+    for (int q = 0; q < kHalf; ++q) bk[q] = 0, bl[q] = 0.0f, bm[q] = 0;
   };
-  // Into the CTA's: a maximum over the lanes of each half, then one shared atomic per half.
+  // Into the warp's bests: a maximum over the lanes of each half, kept by lane 0 (even blocks)
+  // and lane 1 (odd), each the only writer of its entries.
   auto flush = [&](int g) {
 #pragma unroll
     for (int q = 0; q < kHalf; ++q) {
       uint64_t kk = bk[q];
+      float lg = bl[q];
       uint32_t mm = bm[q];
 #pragma unroll
       for (int off = 2; off < 32; off <<= 1) {
-        kk = umax64(kk, shfl_xor_u64(kk, off));
+        const uint64_t ok = shfl_xor_u64(kk, off);
+        const float ol = __shfl_xor_sync(kFullWarp, lg, off);
+        if (ok > kk) kk = ok, lg = ol;
         mm = max(mm, __shfl_xor_sync(kFullWarp, mm, off));
       }
       const int gi = g * NB + 2 * q + lane;
       if (lane < 2 && 2 * q + lane < NB && gi < n_act) {
-        atomicMax(&best[active[gi]], (unsigned long long)kk);
-        atomicMax(&row_max[active[gi]], mm);
+        DSparkWarpBest& w = warp_best[warp * a.n_blocks + active[gi]];
+        if (kk > w.key) w.key = kk, w.logit = lg;
+        w.row_max = max(w.row_max, mm);
       }
     }
   };
@@ -229,23 +237,39 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
 
   const bool need_w2 = reads_w2 && n_act > 0;
   const size_t slot = (size_t)a.max_blocks * (size_t)vs;
+  const float* l_prev = a.l_store + (size_t)((k - 1) & 1) * slot;
+  constexpr int kNormAhead = 4;  // pending blocks a thread's normaliser loads are issued ahead for
   for (int i = 0; i < n_mine; ++i) {
     const int64_t row0 = row0_of(i);
     const int rows = rows_of(i);
     const uint8_t* stage = stage_of(i);
+    const bool in = t < rows;
+    const int64_t v = row0 + t;
+    const int32_t id = (int32_t)(a.v_begin + v);
+    // Loads that do not wait for the stage, issued first: the scale, the last step's l.
+    const float s = in && a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
+    float lp[kNormAhead];
+#pragma unroll
+    for (int q = 0; q < kNormAhead; ++q) {
+      const int ei = 2 * q + h;
+      lp[q] = in && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + v] : 0.0f;
+    }
     if (bulk && (need_w2 || i < p.stages)) mbar_wait(&bars[i % p.stages], (uint32_t)((i / p.stages) & 1));
     if (need_w2 && !p.bulk) {
       dspark_stage_threads(stage_of(i), p.pitch, a.w2, a.w2_stride, p.row_bytes, row0, rows, p.unit);
       __syncthreads();
     }
-    const bool in = t < rows;
-    const int64_t v = row0 + t;
-    const int32_t id = (int32_t)(a.v_begin + v);
     for (int g = 0; g < n_groups; ++g) {
       if (n_groups > 1) {
         __syncthreads();
         load_e(g);
         __syncthreads();
+      }
+      float z[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int gi = g * NB + j;
+        z[j] = (j & 1) == h && in && gi < n_act ? load_elem(z_row[gi], a.logits_type, v) : 0.0f;
       }
       float acc[NB][4];
       if (in) {
@@ -261,12 +285,11 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
         const int gi = g * NB + j;
         if ((j & 1) != h || !in || gi >= n_act) continue;
         const int b = active[gi];
-        const uint8_t* z = a.logits + map_row(a.row_map, (int64_t)b * a.N + (k - 1)) * a.logits_stride;
-        const float s = a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
-        const float l = markov_logit(a.transform, load_elem(z, a.logits_type, v), dot[j], s);
+        const float l = markov_logit(a.transform, z[j], dot[j], s);
         const float key =
             sampling ? markov_sample_key(l, a.temperature, markov_gumbel(a.seed, (uint32_t)b, (uint32_t)k, id)) : l;
-        bk[j / 2] = umax64(bk[j / 2], cand_key(key, id));
+        const uint64_t ck = cand_key(key, id);
+        if (ck > bk[j / 2]) bk[j / 2] = ck, bl[j / 2] = l;
         bm[j / 2] = max(bm[j / 2], value_key(l));
         if (sampling) a.l_store[(size_t)(k & 1) * slot + (size_t)b * vs + v] = l;
       }
@@ -275,18 +298,22 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
         reset();
       }
     }
-    // Step k - 1's normaliser: this half's pending blocks, summed over the lanes of the half.
-    for (int base = 0; base < n_emit; base += 2) {
+    // Step k - 1's normaliser: this half's pending blocks, summed over the lanes of the half;
+    // the first pairs from the loads issued above.
+    auto norm_pair = [&](int base, float l) {
       const int ei = base + h;
       uint64_t u = 0;
-      if (in && ei < n_emit) {
-        const int b = emitted[ei];
-        const float l = a.l_store[(size_t)((k - 1) & 1) * slot + (size_t)b * vs + v];
-        u = (uint64_t)(norm_weight(l, last_max[b], a.temperature) * kNormOne);
-      }
+      if (in && ei < n_emit) u = (uint64_t)(norm_weight(l, last_max[emitted[ei]], a.temperature) * kNormOne);
 #pragma unroll
       for (int off = 2; off < 32; off <<= 1) u += shfl_xor_u64(u, off);
       if (lane < 2 && base + lane < n_emit) add_norm(&norm_lo[emitted[base + lane]], &norm_hi[emitted[base + lane]], u);
+    };
+#pragma unroll
+    for (int q = 0; q < kNormAhead; ++q)
+      if (2 * q < n_emit) norm_pair(2 * q, lp[q]);
+    for (int base = 2 * kNormAhead; base < n_emit; base += 2) {
+      const int ei = base + h;
+      norm_pair(base, in && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + v] : 0.0f);
     }
     if (reads_w2) {
       __syncthreads();  // every thread is done with the stage
@@ -296,31 +323,59 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
   if (n_groups == 1) flush(0);
   __syncthreads();
 
-  for (int b = tid; b < a.n_blocks; b += blockDim.x)
-    a.partials[(size_t)blockIdx.x * a.max_blocks + b] = DSparkPartial{best[b], norm_lo[b], norm_hi[b], row_max[b], 0u};
+  // The CTA's part: its warps' bests met (a maximum of keys, exact), its normaliser parts.
+  for (int b = tid; b < a.n_blocks; b += blockDim.x) {
+    DSparkPartial q{0, norm_lo[b], norm_hi[b], 0u, 0.0f};
+    for (int w = 0; w < n_warps; ++w) {
+      const DSparkWarpBest& x = warp_best[w * a.n_blocks + b];
+      if (x.key > q.key) q.key = x.key, q.logit = x.logit;
+      q.row_max = max(q.row_max, x.row_max);
+    }
+    a.partials[(size_t)blockIdx.x * a.max_blocks + b] = q;
+  }
   __threadfence();
   __syncthreads();
   if (tid == 0) misc[2] = atomicAdd(a.ticket, 1u) == gridDim.x - 1 ? 1 : 0;
   __syncthreads();
   if (!misc[2]) return;
 
-  // The last CTA: every CTA's partials into the records, a warp a block; on one rank the merge.
+  // The last CTA: every CTA's parts into the records, a warp a block; on one rank the merge.
   __threadfence();
   if (tid == 0) *a.ticket = 0;
   const DSparkLayout& lay = a.layout;
-  for (int b = warp; b < a.n_blocks; b += blockDim.x / 32) {
+  for (int b = warp; b < a.n_blocks; b += n_warps) {
     uint64_t kk = 0;
+    float lg = 0.0f;
     uint32_t mm = 0;
     NormSum ns{0, 0};
-    for (int c = lane; c < (int)gridDim.x; c += 32) {
-      const DSparkPartial* q = a.partials + (size_t)c * a.max_blocks + b;
-      kk = umax64(kk, ldcg_u64(&q->key));
-      mm = max(mm, __ldcg(&q->row_max));
-      norm_add(&ns, ldcg_u64(&q->norm_lo), ldcg_u64(&q->norm_hi));
+    constexpr int kAhead = 4;  // parts a lane loads at once
+    for (int c0 = lane; c0 < (int)gridDim.x; c0 += 32 * kAhead) {
+      DSparkPartial q[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        const int c = c0 + 32 * u;
+        q[u] = DSparkPartial{0, 0, 0, 0u, 0.0f};
+        if (c < (int)gridDim.x) {
+          const DSparkPartial* src = a.partials + (size_t)c * a.max_blocks + b;
+          q[u].key = ldcg_u64(&src->key);
+          q[u].norm_lo = ldcg_u64(&src->norm_lo);
+          q[u].norm_hi = ldcg_u64(&src->norm_hi);
+          q[u].row_max = __ldcg(&src->row_max);
+          q[u].logit = __ldcg(&src->logit);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        if (q[u].key > kk) kk = q[u].key, lg = q[u].logit;
+        mm = max(mm, q[u].row_max);
+        norm_add(&ns, q[u].norm_lo, q[u].norm_hi);
+      }
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
-      kk = umax64(kk, shfl_down_u64(kk, off));
+      const uint64_t ok = shfl_down_u64(kk, off);
+      const float ol = __shfl_down_sync(kFullWarp, lg, off);
+      if (ok > kk) kk = ok, lg = ol;
       mm = max(mm, __shfl_down_sync(kFullWarp, mm, off));
       const uint64_t lo = shfl_down_u64(ns.lo, off), hi = shfl_down_u64(ns.hi, off);
       norm_add(&ns, lo, hi);
@@ -329,24 +384,14 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
     const bool won = (flags[b] & kFlagActive) && kk != 0;
     const CandRec c = cand_from_key(kk);
     const int64_t local = c.id - a.v_begin;
-    // l at the winner again, in the pass's order: chain j of its row on lane j.
-    float chain = 0.0f;
-    if (won && lane < kDotChains) {
-      const uint8_t* row = a.w2 + (size_t)local * a.w2_stride;
-      const float* e = a.e + (size_t)b * a.R8;
-      for (int r = lane; r < a.R; r += kDotChains) chain = fmaf(load_elem(row, a.w2_type, r), e[r], chain);
-    }
-    const float dot = dspark_meet_chains(chain);
     if (lane == 0) {
       DSparkRecord rec{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0};
       if (flags[b] & kFlagEmitted) rec.norm_lo = ns.lo, rec.norm_hi = ns.hi;
       if (won) {
-        const uint8_t* z = a.logits + map_row(a.row_map, (int64_t)b * a.N + (k - 1)) * a.logits_stride;
-        const float s = a.scale ? a.scale[a.scale_rows == 1 ? 0 : local] : 1.0f;
         rec.key = c.z;
         rec.draft_id = c.id;
         rec.target_id = a.d2t ? a.d2t[local] : c.id;
-        rec.logit = markov_logit(a.transform, load_elem(z, a.logits_type, local), dot, s);
+        rec.logit = lg;
         rec.row_max = row_max_of(mm);
       }
       *dspark_record(lay, a.send, b) = rec;

@@ -21,10 +21,22 @@ __device__ __forceinline__ size_t dspark_cell(const DSparkChainArgs& a, int b, i
   return (size_t)b * a.N + (k - 1);
 }
 
-// e[b] = the W1 row `row` (stored as a.w1_type) widened, zeros past R to R8. Lanes split it.
+template <dfsel_type T>
+__device__ __forceinline__ void dspark_widen_lanes(const uint8_t* row, int R, int R8, float* e, int lane) {
+#pragma unroll 4
+  for (int r = lane; r < R8; r += 32) e[r] = r < R ? load_elem(row, T, r) : 0.0f;
+}
+
+// e[b] = the W1 row `row` (stored as a.w1_type) widened, zeros past R to R8. Lanes split it,
+// the type known in the loop so that each lane's loads are in flight together.
 __device__ __forceinline__ void dspark_set_e(const DSparkChainArgs& a, int b, const uint8_t* row, int lane) {
   float* e = a.e + (size_t)b * a.R8;
-  for (int r = lane; r < a.R8; r += 32) e[r] = r < a.R ? load_elem(row, a.w1_type, r) : 0.0f;
+  switch (a.w1_type) {
+    case DFSEL_TYPE_F32: dspark_widen_lanes<DFSEL_TYPE_F32>(row, a.R, a.R8, e, lane); break;
+    case DFSEL_TYPE_F16: dspark_widen_lanes<DFSEL_TYPE_F16>(row, a.R, a.R8, e, lane); break;
+    case DFSEL_TYPE_BF16: dspark_widen_lanes<DFSEL_TYPE_BF16>(row, a.R, a.R8, e, lane); break;
+    default: dspark_widen_lanes<DFSEL_TYPE_Q8_0>(row, a.R, a.R8, e, lane); break;
+  }
 }
 
 // ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)) of the chains lanes 0..7 hold (chained_dot's

@@ -22,12 +22,12 @@ struct DSparkBlockState {
   float last_logit;  // and l at its chosen id
 };
 
-// One CTA's part of a pass for one block.
+// One CTA's (or in a CTA one warp's) part of a pass for one block.
 struct DSparkPartial {
   uint64_t key;               // the best cand_key (0: none)
   uint64_t norm_lo, norm_hi;  // its part of the previous step's normaliser
   uint32_t row_max;           // value_key of the largest l (0: none)
-  uint32_t pad;
+  float logit;                // l at the best key's id
 };
 static_assert(sizeof(DSparkPartial) == 32, "partials are indexed by CTA and block");
 
@@ -97,12 +97,20 @@ struct DSparkPassShape {
 };
 
 // A pass's dynamic shared memory, by offset: the stages, their barriers, the W1 rows of one
-// group of blocks (kMaxPassBlocks of R8 floats), and per block of the largest run its best key,
-// normaliser part, largest l, last step's maximum, flags and place in the lists of the step.
+// group of blocks (kMaxPassBlocks of R8 floats), each warp's best of every block of the largest
+// run (DSparkPartial without its normaliser), and per block the normaliser part, the last
+// step's maximum, its base-logits row, its flags and its place in the lists of the step.
 constexpr int kMaxPassBlocks = 8;
+constexpr int kMaxPassWarps = 8;  // 256 threads: a tile of 128 rows
+
+struct DSparkWarpBest {
+  uint64_t key;
+  float logit;
+  uint32_t row_max;
+};
 
 struct DSparkPassCarve {
-  size_t bars, e, best, norm_lo, norm_hi, row_max, last_max, active, emitted, flags, misc, total;
+  size_t bars, e, warp_best, norm_lo, norm_hi, last_max, z_row, active, emitted, flags, misc, total;
 };
 
 DFSEL_HD DSparkPassCarve dspark_pass_carve(const DSparkPassShape& s, int32_t R8, int32_t max_blocks) {
@@ -117,11 +125,11 @@ DFSEL_HD DSparkPassCarve dspark_pass_carve(const DSparkPassShape& s, int32_t R8,
   const size_t mb = (size_t)max_blocks;
   c.bars = take((size_t)s.stages * 8, 8);
   c.e = take((size_t)kMaxPassBlocks * R8 * 4, 16);
-  c.best = take(mb * 8, 8);
+  c.warp_best = take((size_t)kMaxPassWarps * mb * sizeof(DSparkWarpBest), 16);
   c.norm_lo = take(mb * 8, 8);
   c.norm_hi = take(mb * 8, 8);
-  c.row_max = take(mb * 4, 4);
   c.last_max = take(mb * 4, 4);
+  c.z_row = take(mb * 8, 8);
   c.active = take(mb * 4, 4);
   c.emitted = take(mb * 4, 4);
   c.flags = take(mb, 4);
