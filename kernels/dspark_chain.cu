@@ -5,7 +5,8 @@
 // reference do, so that every value is the reference's, bit for bit.
 //
 // A pass runs one wave of CTAs, each over the tiles blockIdx.x, blockIdx.x + grid, ... of the
-// shard's rows. The best key, the largest l and the normaliser part of each block combine
+// shard's rows, staged stages - 1 tiles ahead by 16-byte asynchronous copies. The best key,
+// the largest l and the normaliser part of each block combine
 // exactly (a maximum of keys, a maximum, an integer sum), so neither the tiles' order nor the
 // CTAs' changes a bit of the records.
 #include "kernels/dspark_chain.cuh"
@@ -121,7 +122,6 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
                                                              const int32_t k) {
   extern __shared__ __align__(128) uint8_t smem[];
   const DSparkPassCarve sc = dspark_pass_carve(p, a.R8, a.max_blocks);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + sc.bars);
   float* e_s = reinterpret_cast<float*>(smem + sc.e);
   DSparkWarpBest* warp_best = reinterpret_cast<DSparkWarpBest*>(smem + sc.warp_best);
   unsigned long long* norm_lo = reinterpret_cast<unsigned long long*>(smem + sc.norm_lo);
@@ -143,22 +143,17 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
   auto row0_of = [&](int i) { return ((int64_t)blockIdx.x + (int64_t)i * gridDim.x) * p.tile_rows; };
   auto rows_of = [&](int i) { return (int)min((int64_t)p.tile_rows, vs - row0_of(i)); };
   auto stage_of = [&](int i) { return smem + (size_t)(i % p.stages) * p.tile_rows * p.pitch; };
+  const bool async_copy = reads_w2 && p.async_copy;
   auto issue = [&](int i) {
-    dspark_stage_bulk(stage_of(i), p.pitch, a.w2, a.w2_stride, p.row_bytes, row0_of(i), rows_of(i),
-                      &bars[i % p.stages], lane);
+    if (i < n_mine)
+      dspark_stage_async(stage_of(i), p.pitch, a.w2, a.w2_stride, p.row_bytes, row0_of(i), rows_of(i), warp, n_warps,
+                         lane);
+    cp_async_commit();  // one group a tile, empty past the last: the waits count groups
   };
 
-  // W2 is the plan's, written by no kernel: its first tiles are staged before the wait.
-  const bool bulk = reads_w2 && p.bulk;
-  if (bulk) {
-    if (tid == 0) {
-      for (int s = 0; s < p.stages; ++s) mbar_init(&bars[s], 1);
-      mbar_init_fence();
-    }
-    __syncthreads();
-    if (warp == 0)
-      for (int i = 0; i < p.stages && i < n_mine; ++i) issue(i);
-  }
+  // W2 is the plan's, written by no kernel: the first tiles are staged before the wait.
+  if (async_copy)
+    for (int i = 0; i < p.stages - 1; ++i) issue(i);
   chain_release();
   chain_wait();
 
@@ -254,8 +249,13 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
       const int ei = 2 * q + h;
       lp[q] = in && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + v] : 0.0f;
     }
-    if (bulk && (need_w2 || i < p.stages)) mbar_wait(&bars[i % p.stages], (uint32_t)((i / p.stages) & 1));
-    if (need_w2 && !p.bulk) {
+    if (async_copy) {
+      cp_async_wait(p.stages - 2);  // this thread's copies of tile i are done
+      __syncthreads();              // everyone's are, and everyone is done with tile i - 1
+      if (need_w2) issue(i + p.stages - 1);  // into tile i - 1's stage
+      else cp_async_commit();
+    } else if (need_w2) {
+      __syncthreads();  // everyone is done with the stage
       dspark_stage_threads(stage_of(i), p.pitch, a.w2, a.w2_stride, p.row_bytes, row0, rows, p.unit);
       __syncthreads();
     }
@@ -315,11 +315,8 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
       const int ei = base + h;
       norm_pair(base, in && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + v] : 0.0f);
     }
-    if (reads_w2) {
-      __syncthreads();  // every thread is done with the stage
-      if (bulk && need_w2 && warp == 0 && i + p.stages < n_mine) issue(i + p.stages);
-    }
   }
+  if (async_copy) cp_async_wait(0);  // nothing may land in shared memory after the CTA exits
   if (n_groups == 1) flush(0);
   __syncthreads();
 
@@ -452,7 +449,7 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLa
   l.shape.pitch = dspark_pitch(rb);
   const uint64_t mix = reinterpret_cast<uintptr_t>(a.w2) | a.w2_stride | rb;
   l.shape.unit = pow2_unit(mix);
-  l.shape.bulk = l.shape.unit == 16 ? 1 : 0;
+  l.shape.async_copy = l.shape.unit == 16 ? 1 : 0;
   // The largest tile of which three (else two) stages fit beside the rest.
   bool fits = false;
   for (int tile = 128; tile >= 16 && !fits; tile /= 2)

@@ -102,18 +102,31 @@ __device__ __forceinline__ void dspark_meet_halves(const float (&acc)[NB][4], in
   }
 }
 
-// Rows [row0, row0 + rows) of W2 into a stage, one bulk copy a row counted on bar. The lanes of
-// one warp issue them; lane 0 first sets the bytes the phase waits for.
-__device__ __forceinline__ void dspark_stage_bulk(uint8_t* stage, int pitch, const uint8_t* w2, size_t stride,
-                                                  uint32_t row_bytes, int64_t row0, int rows, uint64_t* bar,
-                                                  int lane) {
-  if (lane == 0) {
-    mbar_expect(bar, row_bytes * (uint32_t)rows);
-    mbar_arrive(bar);
+// 16-byte asynchronous copies global -> shared (sm_80 and later), completed per thread in
+// commit groups: a thread waits for its own, a barrier then shows every thread's.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// All but the newest `pending` groups of this thread complete (pending 0 to 2).
+__device__ __forceinline__ void cp_async_wait(int pending) {
+  if (pending >= 2) asm volatile("cp.async.wait_group 2;" ::: "memory");
+  else if (pending == 1) asm volatile("cp.async.wait_group 1;" ::: "memory");
+  else asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+// Rows [row0, row0 + rows) of W2 into a stage by asynchronous 16-byte copies (16-byte aligned
+// rows): warp w copies rows w, w + n_warps, ..., its lanes along the row, so that each copy
+// instruction of a warp reads 512 contiguous bytes.
+__device__ __forceinline__ void dspark_stage_async(uint8_t* stage, int pitch, const uint8_t* w2, size_t stride,
+                                                   uint32_t row_bytes, int64_t row0, int rows, int warp, int n_warps,
+                                                   int lane) {
+  const int units = (int)(row_bytes / 16);
+  for (int t = warp; t < rows; t += n_warps) {
+    const uint8_t* src = w2 + (size_t)(row0 + t) * stride;
+    uint8_t* dst = stage + (size_t)t * pitch;
+    for (int u = lane; u < units; u += 32) cp_async16(dst + 16 * u, src + 16 * u);
   }
-  __syncwarp();
-  for (int t = lane; t < rows; t += 32)
-    bulk_copy(stage + (size_t)t * pitch, w2 + (size_t)(row0 + t) * stride, row_bytes, bar);
 }
 
 // The same by the CTA's threads with ordinary loads, for rows that are not 16-byte aligned:

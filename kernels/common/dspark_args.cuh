@@ -89,14 +89,14 @@ struct DSparkChainArgs {
 // The tile a pass stages (kernels/dspark_chain.cu), chosen at plan creation.
 struct DSparkPassShape {
   int32_t tile_rows;   // rows a CTA reads at once, two threads a row
-  int32_t stages;      // tiles in flight per CTA
+  int32_t stages;      // tiles in flight per CTA (2 or 3)
   int32_t pitch;       // bytes between staged rows
-  int32_t unit;        // bytes a thread copies at once when the rows are not bulk copied
+  int32_t unit;        // bytes a thread copies at once when the rows are not 16-byte aligned
   uint32_t row_bytes;  // one W2 row as stored
-  int32_t bulk;        // 1: one bulk copy a row (16-byte aligned rows)
+  int32_t async_copy;  // 1: 16-byte asynchronous copies (16-byte aligned rows); 0: the threads copy
 };
 
-// A pass's dynamic shared memory, by offset: the stages, their barriers, the W1 rows of one
+// A pass's dynamic shared memory, by offset: the stages, the W1 rows of one
 // group of blocks (kMaxPassBlocks of R8 floats), each warp's best of every block of the largest
 // run (DSparkPartial without its normaliser), and per block the normaliser part, the last
 // step's maximum, its base-logits row, its flags and its place in the lists of the step.
@@ -110,7 +110,7 @@ struct DSparkWarpBest {
 };
 
 struct DSparkPassCarve {
-  size_t bars, e, warp_best, norm_lo, norm_hi, last_max, z_row, active, emitted, flags, misc, total;
+  size_t e, warp_best, norm_lo, norm_hi, last_max, z_row, active, emitted, flags, misc, total;
 };
 
 DFSEL_HD DSparkPassCarve dspark_pass_carve(const DSparkPassShape& s, int32_t R8, int32_t max_blocks) {
@@ -123,7 +123,6 @@ DFSEL_HD DSparkPassCarve dspark_pass_carve(const DSparkPassShape& s, int32_t R8,
     return at;
   };
   const size_t mb = (size_t)max_blocks;
-  c.bars = take((size_t)s.stages * 8, 8);
   c.e = take((size_t)kMaxPassBlocks * R8 * 4, 16);
   c.warp_best = take((size_t)kMaxPassWarps * mb * sizeof(DSparkWarpBest), 16);
   c.norm_lo = take(mb * 8, 8);
