@@ -11,6 +11,9 @@
 // CTAs' changes a bit of the records.
 #include "kernels/dspark_chain.cuh"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "kernels/block/dspark_merge.cuh"
 #include "kernels/block/dspark_rows.cuh"
 #include "kernels/cluster_launch.cuh"
@@ -118,7 +121,7 @@ __global__ void __launch_bounds__(kBeginThreads) dspark_begin_kernel(const DSpar
 // Step k's pass over the shard (k = N + 1: step N's normaliser only). NB: blocks one reading of a
 // staged row serves; the drafting blocks go through it in groups of NB.
 template <dfsel_type W, int NB>
-__global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainArgs a, const DSparkPassShape p,
+__global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(const DSparkChainArgs a, const DSparkPassShape p,
                                                              const int32_t k) {
   extern __shared__ __align__(128) uint8_t smem[];
   const DSparkPassCarve sc = dspark_pass_carve(p, a.R8, a.max_blocks);
@@ -142,12 +145,12 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
   const bool sampling = a.temperature > 0.0f;
   auto row0_of = [&](int i) { return ((int64_t)blockIdx.x + (int64_t)i * gridDim.x) * p.tile_rows; };
   auto rows_of = [&](int i) { return (int)min((int64_t)p.tile_rows, vs - row0_of(i)); };
-  auto stage_of = [&](int i) { return smem + (size_t)(i % p.stages) * p.tile_rows * p.pitch; };
+  const size_t stage_bytes = (size_t)p.tile_rows * p.pitch;
+  auto stage_of = [&](int i) { return smem + (size_t)(i < p.stages ? i : i % p.stages) * stage_bytes; };
   const bool async_copy = reads_w2 && p.async_copy;
+  const DSparkStageCopy copy = dspark_stage_copy(p.row_bytes, a.w2_stride, p.pitch, tid, blockDim.x);
   auto issue = [&](int i) {
-    if (i < n_mine)
-      dspark_stage_async(stage_of(i), p.pitch, a.w2, a.w2_stride, p.row_bytes, row0_of(i), rows_of(i), warp, n_warps,
-                         lane);
+    if (i < n_mine) dspark_stage_async(copy, stage_of(i), a.w2 + (size_t)row0_of(i) * a.w2_stride, rows_of(i));
     cp_async_commit();  // one group a tile, empty past the last: the waits count groups
   };
 
@@ -234,10 +237,10 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
   const size_t slot = (size_t)a.max_blocks * (size_t)vs;
   const float* l_prev = a.l_store + (size_t)((k - 1) & 1) * slot;
   constexpr int kNormAhead = 4;  // pending blocks a thread's normaliser loads are issued ahead for
-  for (int i = 0; i < n_mine; ++i) {
+  for (int i = 0, stage_i = 0; i < n_mine; ++i, stage_i = stage_i + 1 == p.stages ? 0 : stage_i + 1) {
     const int64_t row0 = row0_of(i);
     const int rows = rows_of(i);
-    const uint8_t* stage = stage_of(i);
+    const uint8_t* stage = smem + (size_t)stage_i * stage_bytes;
     const bool in = t < rows;
     const int64_t v = row0 + t;
     const int32_t id = (int32_t)(a.v_begin + v);
@@ -252,11 +255,14 @@ __global__ void __launch_bounds__(256, 1) dspark_pass_kernel(const DSparkChainAr
     if (async_copy) {
       cp_async_wait(p.stages - 2);  // this thread's copies of tile i are done
       __syncthreads();              // everyone's are, and everyone is done with tile i - 1
-      if (need_w2) issue(i + p.stages - 1);  // into tile i - 1's stage
-      else cp_async_commit();
+      if (need_w2 && i + p.stages - 1 < n_mine)  // into tile i - 1's stage
+        dspark_stage_async(copy, smem + (size_t)(stage_i == 0 ? p.stages - 1 : stage_i - 1) * stage_bytes,
+                           a.w2 + (size_t)row0_of(i + p.stages - 1) * a.w2_stride, rows_of(i + p.stages - 1));
+      cp_async_commit();
     } else if (need_w2) {
       __syncthreads();  // everyone is done with the stage
-      dspark_stage_threads(stage_of(i), p.pitch, a.w2, a.w2_stride, p.row_bytes, row0, rows, p.unit);
+      dspark_stage_threads(smem + (size_t)stage_i * stage_bytes, p.pitch, a.w2, a.w2_stride, p.row_bytes, row0, rows,
+                           p.unit);
       __syncthreads();
     }
     for (int g = 0; g < n_groups; ++g) {
@@ -450,14 +456,22 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLa
   const uint64_t mix = reinterpret_cast<uintptr_t>(a.w2) | a.w2_stride | rb;
   l.shape.unit = pow2_unit(mix);
   l.shape.async_copy = l.shape.unit == 16 ? 1 : 0;
-  // The largest tile of which three (else two) stages fit beside the rest.
+  // The first of these tiles (rows x stages) that fits beside the rest; DFSEL_DSPARK_TILE
+  // ("ROWSxSTAGES", rows a multiple of 16 up to 192, 2 or 3 stages) puts one first, to measure.
+  int tiles[9][2] = {{0, 0}, {128, 3}, {128, 2}, {64, 3}, {64, 2}, {32, 3}, {32, 2}, {16, 3}, {16, 2}};
+  if (const char* env = std::getenv("DFSEL_DSPARK_TILE")) {
+    int rows = 0, stages = 0;
+    if (std::sscanf(env, "%dx%d", &rows, &stages) == 2 && rows >= 16 && rows <= kMaxPassWarps * 16 && rows % 16 == 0 &&
+        (stages == 2 || stages == 3))
+      tiles[0][0] = rows, tiles[0][1] = stages;
+  }
   bool fits = false;
-  for (int tile = 128; tile >= 16 && !fits; tile /= 2)
-    for (int stages = 3; stages >= 2 && !fits; --stages) {
-      l.shape.tile_rows = tile;
-      l.shape.stages = stages;
-      fits = dspark_pass_carve(l.shape, a.R8, a.max_blocks).total <= (size_t)optin;
-    }
+  for (int i = 0; i < 9 && !fits; ++i) {
+    if (tiles[i][0] == 0) continue;
+    l.shape.tile_rows = tiles[i][0];
+    l.shape.stages = tiles[i][1];
+    fits = dspark_pass_carve(l.shape, a.R8, a.max_blocks).total <= (size_t)optin;
+  }
   if (!fits) return cudaErrorInvalidValue;
   l.smem = dspark_pass_carve(l.shape, a.R8, a.max_blocks).total;
   l.threads = 2 * l.shape.tile_rows;

@@ -104,9 +104,6 @@ __device__ __forceinline__ void dspark_meet_halves(const float (&acc)[NB][4], in
 
 // 16-byte asynchronous copies global -> shared (sm_80 and later), completed per thread in
 // commit groups: a thread waits for its own, a barrier then shows every thread's.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // All but the newest `pending` groups of this thread complete (pending 0 to 2).
 __device__ __forceinline__ void cp_async_wait(int pending) {
@@ -115,17 +112,49 @@ __device__ __forceinline__ void cp_async_wait(int pending) {
   else asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
 
-// Rows [row0, row0 + rows) of W2 into a stage by asynchronous 16-byte copies (16-byte aligned
-// rows): warp w copies rows w, w + n_warps, ..., its lanes along the row, so that each copy
-// instruction of a warp reads 512 contiguous bytes.
-__device__ __forceinline__ void dspark_stage_async(uint8_t* stage, int pitch, const uint8_t* w2, size_t stride,
-                                                   uint32_t row_bytes, int64_t row0, int rows, int warp, int n_warps,
-                                                   int lane) {
-  const int units = (int)(row_bytes / 16);
-  for (int t = warp; t < rows; t += n_warps) {
-    const uint8_t* src = w2 + (size_t)(row0 + t) * stride;
-    uint8_t* dst = stage + (size_t)t * pitch;
-    for (int u = lane; u < units; u += 32) cp_async16(dst + 16 * u, src + 16 * u);
+// A thread's share of staging a tile by asynchronous 16-byte copies (16-byte aligned rows):
+// units u = tid, tid + threads, ... of the tile's rows x units_per_row, row-major, so that a
+// warp's copy instruction reads 512 contiguous bytes. Where a thread's units start and how they
+// advance are fixed for the pass, found once (a division), then followed by additions alone.
+struct DSparkStageCopy {
+  int units;                 // 16-byte units a row
+  int first, step;           // the thread's first unit of a tile, and the threads
+  int col, dcol;             // its first unit's column, and the column step mod units
+  size_t src0, src_step, src_wrap;  // byte offsets in W2 from the tile's first row
+  uint32_t dst0, dst_step, dst_wrap;  // and in the stage
+};
+
+__device__ __forceinline__ DSparkStageCopy dspark_stage_copy(uint32_t row_bytes, size_t stride, int pitch, int tid,
+                                                              int threads) {
+  DSparkStageCopy c;
+  c.units = (int)(row_bytes / 16);
+  c.first = tid;
+  c.step = threads;
+  const int row = tid / c.units, drow = threads / c.units;
+  c.col = tid - row * c.units;
+  c.dcol = threads - drow * c.units;
+  c.src0 = (size_t)row * stride + 16 * (size_t)c.col;
+  c.src_step = (size_t)drow * stride + 16 * (size_t)c.dcol;
+  c.src_wrap = stride - 16 * (size_t)c.units;
+  c.dst0 = (uint32_t)(row * pitch + 16 * c.col);
+  c.dst_step = (uint32_t)(drow * pitch + 16 * c.dcol);
+  c.dst_wrap = (uint32_t)(pitch - 16 * c.units);
+  return c;
+}
+
+// Rows [0, rows) of a tile (its first row at tile) into a stage.
+__device__ __forceinline__ void dspark_stage_async(const DSparkStageCopy& c, uint8_t* stage, const uint8_t* tile,
+                                                   int rows) {
+  const int total = c.units * rows;
+  const uint8_t* src = tile + c.src0;
+  uint32_t dst = smem_addr(stage) + c.dst0;
+  int col = c.col;
+  for (int u = c.first; u < total; u += c.step) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+    src += c.src_step;
+    dst += c.dst_step;
+    col += c.dcol;
+    if (col >= c.units) col -= c.units, src += c.src_wrap, dst += c.dst_wrap;
   }
 }
 

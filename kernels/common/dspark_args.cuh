@@ -101,7 +101,7 @@ struct DSparkPassShape {
 // run (DSparkPartial without its normaliser), and per block the normaliser part, the last
 // step's maximum, its base-logits row, its flags and its place in the lists of the step.
 constexpr int kMaxPassBlocks = 8;
-constexpr int kMaxPassWarps = 8;  // 256 threads: a tile of 128 rows
+constexpr int kMaxPassWarps = 12;  // 384 threads: a tile of up to 192 rows
 
 struct DSparkWarpBest {
   uint64_t key;
