@@ -15,10 +15,10 @@
 // steps add their partial tiles in shared memory in warp order.
 #include "kernels/gate.cuh"
 
-#include <assert.h>
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "kernels/block/gate_mma.cuh"
 #include "kernels/block/gate_rows.cuh"
@@ -304,11 +304,9 @@ constexpr TileInfo kInfo[kGateTiles] = {{SmallTile::kM, SmallTile::kN, SmallTile
                                         {LargeTile::kM, LargeTile::kN, LargeTile::kKs, 1}};
 constexpr int kMaxRowGroups = 65535;  // grid.y; more row groups are taken in turn
 
-template <class F>
-decltype(auto) dispatch_tile(int tile, F&& f) {
-  if (tile == 1) return f(LargeTile{});
-  return f(SmallTile{});
-}
+// The tiles by index (GateShape::tile, GateDevice::force_tile, gate_tile_name), in kInfo's order.
+using TileList = std::tuple<SmallTile, LargeTile>;
+static_assert(std::tuple_size_v<TileList> == kGateTiles, "one index a tile");
 
 template <class Tl, dfsel_type W, dfsel_type H, bool kVec>
 cudaError_t launch(const GateArgs& a, const GateShape& s, cudaStream_t stream) {
@@ -398,7 +396,9 @@ cudaError_t gate(const GateArgs& a, const GateDevice& dev, cudaStream_t stream) 
   return dispatch_weight_type(a.w_type, [&](auto W) {
     return dispatch_float_type(a.h_type, [&](auto H) {
       if (!vec_rows(a)) return launch<SmallTile, W.value, H.value, false>(a, s, stream);
-      return dispatch_tile(s.tile, [&](auto Tl) { return launch<decltype(Tl), W.value, H.value, true>(a, s, stream); });
+      return dispatch_index<kGateTiles>(s.tile, [&](auto I) {
+        return launch<std::tuple_element_t<I.value, TileList>, W.value, H.value, true>(a, s, stream);
+      });
     });
   });
 }

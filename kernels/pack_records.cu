@@ -7,6 +7,7 @@
 #include "kernels/cluster_launch.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/common/row_source.cuh"
+#include "kernels/dispatch.cuh"
 
 namespace dfsel::cuda {
 namespace {
@@ -69,11 +70,9 @@ cudaError_t pack_records(const PackRecordsArgs& a, cudaStream_t stream) {
   // Chained after the top-K: its launch and first instructions run under the top-K's tail.
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)grid), kWarps * 32, 0, stream, 1, true, attr);
-  if (mix % 16 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint4>, a, bytes);
-  if (mix % 8 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint2>, a, bytes);
-  if (mix % 4 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint32_t>, a, bytes);
-  if (mix % 2 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint16_t>, a, bytes);
-  return cudaLaunchKernelEx(&cfg, pack_kernel<uint8_t>, a, bytes);
+  return dispatch_copy_unit(mix, [&](auto unit) {
+    return cudaLaunchKernelEx(&cfg, pack_kernel<typename decltype(unit)::type>, a, bytes);
+  });
 }
 
 }  // namespace dfsel::cuda

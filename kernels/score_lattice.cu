@@ -7,8 +7,6 @@
 // launches.
 #include "kernels/score_lattice.cuh"
 
-#include <assert.h>
-
 #include <algorithm>
 
 #include "kernels/block/lattice_cta.cuh"
@@ -158,15 +156,17 @@ int cluster_that_fits(const void* kernel, size_t smem, int want) {
 }  // namespace
 
 cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out, int max_cluster) {
+  *out = LatticeLaunch{};  // smem.bytes stays 0 unless the carve is what failed
   const int L = a.block_size - 1;
   int optin = 0;
   cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e != cudaSuccess) return e;
-  return dispatch_k(a.k, [&](auto KP) {
-    out->kp = KP.value;
-    out->smem = lattice_smem<KP.value>(a);
-    if (out->smem.bytes > (size_t)optin) return cudaErrorInvalidValue;
-    return dispatch_weight_type(a.cb_type, [&](auto T) {
+  // The type first, so that an unknown one is refused before the carve is sized.
+  return dispatch_weight_type(a.cb_type, [&](auto T) {
+    return dispatch_k(a.k, [&](auto KP) {
+      out->kp = KP.value;
+      out->smem = lattice_smem<KP.value>(a);
+      if (out->smem.bytes > (size_t)optin) return cudaErrorInvalidValue;
       // Raised for the plan's device (the caller's current device) once; the attributes stay.
       void* kernel = kernel_of<KP.value, T.value>();
       cudaError_t r = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)out->smem.bytes);
@@ -180,9 +180,11 @@ cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out,
 
 cudaError_t score_lattice(const LatticeArgs& a, const LatticeLaunch& l, cudaStream_t stream) {
   if (a.n_blocks == 0) return cudaSuccess;
-  assert(l.kp == k_bucket(a.k) && a.rows.layout.n_blocks >= a.n_blocks);
+  // The launch plan creation made for these arguments: the carve was sized for l.kp's instance
+  // and the records for layout.n_blocks blocks.
+  if (l.kp != k_bucket(a.k) || a.rows.layout.n_blocks < a.n_blocks) return cudaErrorInvalidValue;
   const unsigned grid = (unsigned)a.n_blocks * (unsigned)l.cluster;
-  return dispatch_k(a.k, [&](auto KP) {
+  return dispatch_k(l.kp, [&](auto KP) {
     return dispatch_weight_type(a.cb_type, [&](auto T) {
       cudaLaunchAttribute attr[2];
       const cudaLaunchConfig_t cfg = launch_config(dim3(grid), kLatticeThreads, l.smem.bytes, stream, l.cluster, true, attr);

@@ -184,26 +184,26 @@ cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream)
   if (a.n_rows == 0) return cudaSuccess;
   const dim3 grid((unsigned)a.n_rows, (unsigned)splits);
   const size_t parts = parts_offset(num_sms);
-  cudaError_t e = cudaSuccess;
-  dispatch_float_type(a.type, [&](auto T) {
+  return dispatch_float_type(a.type, [&](auto T) {
     // Vectors of a chunk: the row's vectors (at most this many, whatever its alignment) over splits.
     constexpr int V = Elem<T.value>::kVec;
     const int64_t nv_max = (a.n_cols + 2 * V - 2) / V;
     const int32_t chunk_vecs = (int32_t)((nv_max + splits - 1) / splits);
-    dispatch_k(a.k, [&](auto KB) {
+    return dispatch_k(a.k, [&](auto KB) {
       auto* kernel = shard_topk_kernel<T.value, KB.value>;
       // Beside another kernel, ask for the most shared memory (the least L1, which streaming
       // reads do not use): an SM's split is set by the kernel that reaches it first, and the
       // default for this one (about 64 KB) leaves no room for the gate's CTA.
-      if (a.shares_sms)
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-      if (e != cudaSuccess) return;
+      if (a.shares_sms) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+      }
       cudaLaunchAttribute attr[2];
       const cudaLaunchConfig_t cfg = launch_config(grid, kSelectThreads, 0, stream, 1, a.chained != 0, attr);
-      e = cudaLaunchKernelEx(&cfg, kernel, a, chunk_vecs, parts);
+      return cudaLaunchKernelEx(&cfg, kernel, a, chunk_vecs, parts);
     });
   });
-  return e;
 }
 
 }  // namespace dfsel::cuda
