@@ -16,12 +16,14 @@
 #include "kernels/cluster_launch.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/dispatch.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 namespace {
 
 template <int KP, dfsel_type T>
-__global__ void __launch_bounds__(kLatticeThreads, 2) lattice_kernel(LatticeArgs a, LatticeSmem sm, int cluster) {
+__global__ void __launch_bounds__(kLatticeThreads, kLatticeMinCtas)
+    lattice_kernel(LatticeArgs a, LatticeSmem sm, int cluster) {
   extern __shared__ __align__(128) uint8_t smem[];
   const LatticeShared<KP> s = carve_lattice<KP>(smem, sm);
   const int L = a.block_size - 1, b = blockIdx.x / cluster, rank = blockIdx.x % cluster;

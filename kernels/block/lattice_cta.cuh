@@ -6,15 +6,13 @@
 
 #include "dfsel/dfsel.h"
 #include "kernels/common/order.cuh"
+#include "kernels/policy.cuh"
 #include "kernels/score_lattice.cuh"
 
 namespace dfsel::cuda {
 
-constexpr int kLatticeThreads = 256;
+// kLatticeThreads and the shared-memory budgets of the carve are kernels/policy.cuh's.
 constexpr int kLatticeWarps = kLatticeThreads / 32;
-constexpr size_t kSlotBudget = 96 * 1024;   // staged codebook rows
-constexpr size_t kPushBudget = 32 * 1024;   // each of the walker's pushed tables (choices, q rows)
-constexpr int kMaxCluster = 16;             // non-portable above 8 (cluster_launch.cuh)
 
 // The K x K product on BF16 tensor cores (m16n8k16): predecessors are the 16-row M tiles,
 // candidates the 8-column N tiles; the warps not needed for M tiles split R's k-steps.

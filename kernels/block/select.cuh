@@ -18,10 +18,11 @@
 #include <stdint.h>
 
 #include "kernels/common/order.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 
-constexpr int kSelectThreads = 256;
+// kSelectThreads, the CTA's threads, is kernels/policy.cuh's.
 // Up to this many threads with an item above the K-th key: take all their items above it as
 // candidates without the group bound (at most 64 * M, the buffer's size).
 constexpr int kDirectThreads = 64;
