@@ -80,8 +80,6 @@ size_t row_alignment(const LatticeArgs& a) {
   return (size_t)(bits & (~bits + 1));  // the lowest set bit
 }
 
-size_t up16(size_t x) { return (x + 15) & ~(size_t)15; }
-
 // Bytes between staged rows holding `bytes`: 32-bit fragment loads of 8 rows (64-bit for F32)
 // fall in distinct banks when the pitch is an odd multiple of 16 bytes (32 for F32).
 int slot_pitch(dfsel_type t, size_t bytes) {
@@ -97,7 +95,7 @@ LatticeSmem lattice_smem(const LatticeArgs& a) {
   using W = LatticeWarps<KP>;
   const dfsel_type t = a.cb_type;
   const int K = a.k, R = a.R, L = a.block_size - 1, S = a.rows.n_ranks;
-  const int r16 = (R + 15) & ~15;
+  const int r16 = padded_rank(R);
   const size_t align = row_alignment(a);
   LatticeSmem sm{};
   sm.L = L;
@@ -126,7 +124,7 @@ LatticeSmem lattice_smem(const LatticeArgs& a) {
   size_t o = 0;
   auto take = [&](size_t bytes) {
     const size_t at = o;
-    o = up16(o + bytes);
+    o = align16(o + bytes);
     return at;
   };
   sm.slots_off = take((size_t)sm.n_slots * sm.pitch);

@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kSelectThreads, kTopKCtasPerSm)
     if (tid < k) {
       // Short chunks pad with {NaN, -1}, whose key is 0: below every real candidate.
       parts[split * k + tid] = tid < st.n_list ? list_rec(s.list_key[st.cur][tid], s.list_z[st.cur][tid])
-                                               : CandRec{__uint_as_float(0x7fc00000u), -1};
+                                               : CandRec{__uint_as_float(kF32NaNBits), -1};
     }
     __syncthreads();
     if (tid == 0) {

@@ -14,6 +14,9 @@ namespace dfsel::cuda {
 // kLatticeThreads and the shared-memory budgets of the carve are kernels/policy.cuh's.
 constexpr int kLatticeWarps = kLatticeThreads / 32;
 
+// R rounded up to whole k-steps of 16 elements: what the product reads of every row and of g.
+__host__ __device__ constexpr int padded_rank(int R) { return (R + 15) & ~15; }
+
 // The K x K product on BF16 tensor cores (m16n8k16): predecessors are the 16-row M tiles,
 // candidates the 8-column N tiles; the warps not needed for M tiles split R's k-steps.
 template <int KP>

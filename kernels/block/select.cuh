@@ -73,6 +73,8 @@ __device__ __forceinline__ SelectState select_begin(SelectShared<KB, M>& s) {
 __device__ __forceinline__ float key_value_floor(uint64_t lo, bool* all_values) {
   const uint32_t vk = (uint32_t)(lo >> 32);
   *all_values = vk == 0u;
+  // order.cuh's value_bits_of_key, written out: through the call the compiler lays out the
+  // fold's test differently (its cubin changes), so the expression stays inline here.
   return __uint_as_float((vk & 0x80000000u) ? (vk & 0x7fffffffu) : ~vk);
 }
 
