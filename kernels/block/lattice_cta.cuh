@@ -1,13 +1,14 @@
-// The lattice CTA's shared state (score_lattice.cu): the carve of its dynamic shared memory,
-// decided once per plan, and the warp tiling of its K x K product.
+// The lattice CTA's shared state (score_lattice.cu): pointers into the carve of its dynamic
+// shared memory (LatticeSmem, decided once per plan: lattice_args.cuh), and the warp tiling of
+// its K x K product.
 #pragma once
 
 #include <stdint.h>
 
 #include "dfsel/dfsel.h"
+#include "kernels/block/lattice_args.cuh"
 #include "kernels/common/order.cuh"
 #include "kernels/policy.cuh"
-#include "kernels/score_lattice.cuh"
 
 namespace dfsel::cuda {
 
