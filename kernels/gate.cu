@@ -306,7 +306,7 @@ cudaError_t launch(const GateArgs& a, const GateShape& s, cudaStream_t stream) {
   using S = Smem<Tl, W, H, kVec>;
   const int64_t total = (a.n_embd + Tl::kKs - 1) / Tl::kKs;
   const int per = (int)((total + s.split - 1) / s.split);
-  const int row_groups = (a.n_rows + Tl::kM - 1) / Tl::kM;
+  const int row_groups = (int)(((int64_t)a.n_rows + Tl::kM - 1) / Tl::kM);  // n_rows may be 2^31 - 1
   auto* kernel = gate_kernel<Tl, W, H, kVec>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes);
   if (e == cudaSuccess && s.split > kPortableCluster) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
@@ -367,7 +367,8 @@ GateShape gate_shape(const GateArgs& a, const GateDevice& dev) {
   s.tile = !vec_rows(a) ? 0 : dev.force_tile >= 0 && dev.force_tile < kGateTiles ? dev.force_tile
                         : a.n_rows <= kGateSmallTileMaxRows ? 0 : 1;
   const TileInfo& t = kInfo[s.tile];
-  const int64_t base = (int64_t)((a.R + t.n - 1) / t.n) * std::min((a.n_rows + t.m - 1) / t.m, kMaxRowGroups);
+  const int64_t row_groups = ((int64_t)a.n_rows + t.m - 1) / t.m;  // n_rows may be 2^31 - 1
+  const int64_t base = (int64_t)((a.R + t.n - 1) / t.n) * std::min<int64_t>(row_groups, kMaxRowGroups);
   const int64_t stages = std::max<int64_t>(1, (a.n_embd + t.ks - 1) / t.ks);
   // Split n_embd while the grid is short of one resident wave: a power of two (the finishing
   // shares are shifts), at most the stages (a rank may still get none: it sends zeros).
