@@ -70,6 +70,8 @@ void* kernel_of() {
   return (void*)lattice_kernel<KP, T>;
 }
 
+size_t lowest_set_bit(uintptr_t x) { return (size_t)(x & (~x + 1)); }
+
 // The largest power of two, up to 16, that divides the address of every codebook row the
 // lattice reads. Sharded, the rows sit in the records at offsets that are multiples of 16.
 size_t row_alignment(const LatticeArgs& a) {
@@ -77,7 +79,7 @@ size_t row_alignment(const LatticeArgs& a) {
                        ? (uintptr_t)a.rows.recv
                        : (uintptr_t)a.rows.e_prev | (uintptr_t)a.rows.e_next | (uintptr_t)a.rows.stride;
   bits |= 16;
-  return (size_t)(bits & (~bits + 1));  // the lowest set bit
+  return lowest_set_bit(bits);
 }
 
 // Bytes between staged rows holding `bytes`: 32-bit fragment loads of 8 rows (64-bit for F32)
@@ -102,7 +104,7 @@ LatticeSmem lattice_smem(const LatticeArgs& a) {
   sm.copy_bytes = (int)(a.rows.layout.sharded ? a.rows.layout.row_pad : row_bytes(t, R));
   sm.bulk = align >= 16 && sm.copy_bytes % 16 == 0;
   const size_t low = align | (size_t)sm.copy_bytes | 16;
-  sm.unit = (int)(low & (~low + 1));
+  sm.unit = (int)lowest_set_bit(low);
   // Whole rows: what is copied, and what the last k-step reads.
   const int whole = slot_pitch(t, std::max((size_t)sm.copy_bytes, row_bytes(t, r16)));
   sm.spec = sm.bulk && (size_t)2 * S * K * whole <= kSlotBudget;

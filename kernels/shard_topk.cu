@@ -117,15 +117,22 @@ __global__ void __launch_bounds__(kSelectThreads, kTopKCtasPerSm)
   if (tid < k) out[tid] = list_rec(s.list_key[st.cur][tid], s.list_z[st.cur][tid]);
 }
 
+// CTAs an SM the grid is sized for: all of them, or one fewer beside the gate (policy.cuh).
+int ctas_per_sm(bool shares_sms) { return shares_sms ? kTopKCtasBesideGate : kTopKCtasPerSm; }
+
 // Rows split into this many chunks: enough CTAs for about one resident wave, chunks no
 // shorter than kMinSplitVecs 16-byte vectors of elem_bytes elements, and at most kMaxSplitRecs
 // partial records per row for the last CTA.
 int topk_splits(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms, bool shares_sms, int elem_bytes) {
-  const int per_sm = shares_sms ? kTopKCtasBesideGate : kTopKCtasPerSm;
-  int64_t s = (int64_t)(num_sms > 0 ? num_sms : 1) * per_sm / (n_rows > 0 ? n_rows : 1);
+  int64_t s = (int64_t)(num_sms > 0 ? num_sms : 1) * ctas_per_sm(shares_sms) / (n_rows > 0 ? n_rows : 1);
   s = std::min<int64_t>(s, n_cols * elem_bytes / 16 / kMinSplitVecs);
   s = std::min<int64_t>(s, kMaxSplitRecs / k);
   return (int)std::max<int64_t>(s, 1);
+}
+
+// The heuristic's split count for a call's arguments.
+int topk_splits(const ShardTopKArgs& a, int num_sms) {
+  return topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0, (int)row_bytes(a.type, 1));
 }
 
 }  // namespace
@@ -154,7 +161,7 @@ int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
   if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_cols || a.n_rows < 0) return 0;
   // Ids are int32: the shard's last id must be one (INT32_MAX - 16 leaves room for a vector).
   if (a.id_offset < 0 || a.id_offset + a.n_cols > INT32_MAX - 16) return 0;
-  if (a.splits <= 0) return topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0, (int)row_bytes(a.type, 1));
+  if (a.splits <= 0) return topk_splits(a, num_sms);
   // Forced, for tuning: the last CTA's records and the counters must fit.
   if ((int64_t)a.splits * a.k > (int64_t)kSelectThreads * kRecsPerThread || a.splits > a.n_cols ||
       (a.splits > 1 && a.n_rows > std::max(num_sms, 1) * kTopKCtasPerSm))
@@ -163,14 +170,12 @@ int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
 }
 
 bool shard_topk_one_wave(const ShardTopKArgs& a, int num_sms) {
-  const int per_sm = a.shares_sms ? kTopKCtasBesideGate : kTopKCtasPerSm;
-  return (int64_t)a.n_rows * std::max(a.splits, 1) <= (int64_t)std::max(num_sms, 1) * per_sm;
+  return (int64_t)a.n_rows * std::max(a.splits, 1) <= (int64_t)std::max(num_sms, 1) * ctas_per_sm(a.shares_sms != 0);
 }
 
 cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream) {
   // The plan validated the arguments (shard_topk_splits > 0 for them) and sized the scratch.
-  const int splits =
-      a.splits > 0 ? a.splits : topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0, (int)row_bytes(a.type, 1));
+  const int splits = a.splits > 0 ? a.splits : topk_splits(a, num_sms);
   assert(shard_topk_splits(a, num_sms) == splits && (splits == 1 || a.scratch));
   if (a.n_rows == 0) return cudaSuccess;
   const dim3 grid((unsigned)a.n_rows, (unsigned)splits);
