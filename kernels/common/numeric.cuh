@@ -166,7 +166,7 @@ inline void load_elems(const void* row, dfsel_type t, int64_t n, float* out) {
       int64_t i = 0;
       for (; i + kQ8Block <= n; i += kQ8Block, ++b)
         for (int j = 0; j < kQ8Block; ++j) out[i + j] = q8_value(b->d, b->qs[j]);
-      for (; i < n; ++i) out[i] = load_elem(row, t, i);  // a partial block (rows are whole ones)
+      for (; i < n; ++i) out[i] = load_elem(row, t, i);  // a row ending inside a block
       return;
     }
     default:

@@ -27,7 +27,7 @@ DFSEL_HD uint32_t value_key(float z) {
 }
 
 // The inverse of value_key for a number's key (not 0, NaN's): the float's bits (+0 for both
-// zeros). The top-K's bound reads its smallest value from a key with it (block/select.cuh).
+// zeros). The top-K's bound (block/select.cuh, key_value_floor) writes the same expression out.
 DFSEL_HD uint32_t value_bits_of_key(uint32_t vk) { return (vk & 0x80000000u) ? (vk & 0x7fffffffu) : ~vk; }
 
 // Ids are stored inverted, so that the lower id has the larger key.
