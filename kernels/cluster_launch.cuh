@@ -7,6 +7,7 @@
 namespace dfsel::cuda {
 
 constexpr int kPortableCluster = 8;  // every sm_90 part launches clusters of 8
+constexpr int kMaxCluster = 16;      // the largest cluster sm_90 launches (non-portable above 8)
 
 // grid CTAs of `threads`, in clusters of `cluster` along x (1: no cluster); chained: the
 // launch may start while the previous kernel in the stream runs (kernels/common/chain.cuh says

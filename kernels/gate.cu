@@ -15,10 +15,10 @@
 // steps add their partial tiles in shared memory in warp order.
 #include "kernels/gate.cuh"
 
-#include <assert.h>
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "kernels/block/gate_mma.cuh"
 #include "kernels/block/gate_rows.cuh"
@@ -26,14 +26,14 @@
 #include "kernels/common/numeric.cuh"
 #include "kernels/cluster_launch.cuh"
 #include "kernels/dispatch.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 namespace {
 
-constexpr int kMaxSplit = 16;  // the largest cluster (non-portable)
-
-// Warps along M (rows), N (W_h rows) and K; mma tiles per warp along M and N; elements per
-// stage; stages in flight; CTAs per SM the launch bounds ask for.
+// A tile of kernels/policy.cuh's GateTileShape as compile-time constants: warps along M
+// (rows), N (W_h rows) and K; mma tiles per warp along M and N; elements per stage; stages in
+// flight; CTAs per SM the launch bounds ask for.
 template <int WM, int WN, int WK, int MT, int NT, int KS, int P, int MinCtas>
 struct Tile {
   static constexpr int kWn = WN, kWk = WK, kMt = MT, kNt = NT, kKs = KS, kStages = P;
@@ -43,17 +43,12 @@ struct Tile {
   static constexpr int kSteps = KS / 16;  // k16 steps a stage
   static_assert(kSteps % WK == 0, "the K warps share a stage's k steps evenly");
 };
-// Decode (a block or two): 16 rows x 32 W_h rows, four warps splitting each stage's four k
-// steps, every stage of the CTA's range in flight at once (5 x 64 = 320 elements: n_embd 5120
-// over 16 CTAs).
-using SmallTile = Tile<1, 1, 4, 1, 4, 64, 5, 4>;
-// Hundreds of rows and more: 64 x 256 (all of R = 256 in one tile: W_h is read once per 64
-// rows), a warp per 32 x 64.
-using LargeTile = Tile<2, 4, 1, 2, 8, 32, 3, 2>;
-// 128 threads a CTA and at most 128 registers a thread: a small-tile CTA fits on an SM beside
-// the top-K's CTAs (shard_topk leaves one slot of that size when the gate shares the GPU with
-// it, ShardTopKArgs::shares_sms).
-static_assert(SmallTile::kThreads == 128 && SmallTile::kMinCtas == 4, "the top-K leaves a 128-thread slot");
+// Decode (a block or two), and hundreds of rows and more. The small tile's launch bounds are
+// those the policy's room rule beside the top-K is stated for.
+using SmallTile = Tile<kGateSmallTile.wm, kGateSmallTile.wn, kGateSmallTile.wk, kGateSmallTile.mt, kGateSmallTile.nt,
+                       kGateSmallTile.ks, kGateSmallTile.stages, kGateSmallTile.min_ctas>;
+using LargeTile = Tile<kGateLargeTile.wm, kGateLargeTile.wn, kGateLargeTile.wk, kGateLargeTile.mt, kGateLargeTile.nt,
+                       kGateLargeTile.ks, kGateLargeTile.stages, kGateLargeTile.min_ctas>;
 
 // One operand's share of a stage for this thread: the (row, piece) pairs q = tid + k * kThreads
 // of kRows rows of kKs elements, their rows found once per row group (nullptr: a row past the
@@ -266,12 +261,12 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::kMinCtas)
       cluster.sync();
       const int per = kM * kN / split;  // split is a power of two
       for (int o = rank * per + tid; o < (rank + 1) * per; o += Tl::kThreads) {
-        float v[kMaxSplit];  // every rank's load in flight, then the sum in rank order
+        float v[kMaxCluster];  // every rank's load in flight, then the sum in rank order
 #pragma unroll
-        for (int src = 0; src < kMaxSplit; ++src) v[src] = src < split ? cluster.map_shared_rank(part, src)[o] : 0.0f;
+        for (int src = 0; src < kMaxCluster; ++src) v[src] = src < split ? cluster.map_shared_rank(part, src)[o] : 0.0f;
         float sum = 0.0f;
 #pragma unroll
-        for (int src = 0; src < kMaxSplit; ++src)
+        for (int src = 0; src < kMaxCluster; ++src)
           if (src < split) sum += v[src];
         write(o, sum);
       }
@@ -294,28 +289,24 @@ bool vec_rows(const GateArgs& a) {
          aligned(a.hidden, a.h_row_stride, vec_alignment(a.h_type));
 }
 
-// wave: CTAs an SM the n_embd split aims for. Measured on one H200 (GateTiles, 2026-12-01):
-// the small tile at 4 (16 rows: 128 CTAs, clusters of 16, 5.6 us; 240 rows: 480 CTAs, 15.7
-// us; 1 CTA an SM: 21.5 us), the large at 1 (960 rows: 120 CTAs, 32.9 us; 240 CTAs: 47.9).
+// wave: CTAs an SM the n_embd split aims for (kernels/policy.cuh says where it was measured).
 struct TileInfo {
   int m, n, ks, wave;
 };
-constexpr TileInfo kInfo[kGateTiles] = {{SmallTile::kM, SmallTile::kN, SmallTile::kKs, 4},
-                                        {LargeTile::kM, LargeTile::kN, LargeTile::kKs, 1}};
+constexpr TileInfo kInfo[kGateTiles] = {{SmallTile::kM, SmallTile::kN, SmallTile::kKs, kGateSmallTile.wave},
+                                        {LargeTile::kM, LargeTile::kN, LargeTile::kKs, kGateLargeTile.wave}};
 constexpr int kMaxRowGroups = 65535;  // grid.y; more row groups are taken in turn
 
-template <class F>
-decltype(auto) dispatch_tile(int tile, F&& f) {
-  if (tile == 1) return f(LargeTile{});
-  return f(SmallTile{});
-}
+// The tiles by index (GateShape::tile, GateDevice::force_tile, gate_tile_name), in kInfo's order.
+using TileList = std::tuple<SmallTile, LargeTile>;
+static_assert(std::tuple_size_v<TileList> == kGateTiles, "one index a tile");
 
 template <class Tl, dfsel_type W, dfsel_type H, bool kVec>
 cudaError_t launch(const GateArgs& a, const GateShape& s, cudaStream_t stream) {
   using S = Smem<Tl, W, H, kVec>;
   const int64_t total = (a.n_embd + Tl::kKs - 1) / Tl::kKs;
   const int per = (int)((total + s.split - 1) / s.split);
-  const int row_groups = (a.n_rows + Tl::kM - 1) / Tl::kM;
+  const int row_groups = (int)(((int64_t)a.n_rows + Tl::kM - 1) / Tl::kM);  // n_rows may be 2^31 - 1
   auto* kernel = gate_kernel<Tl, W, H, kVec>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes);
   if (e == cudaSuccess && s.split > kPortableCluster) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
@@ -340,7 +331,7 @@ const char* gate_tile_name(int tile) {
 
 namespace {
 
-// Whether a cluster of kMaxSplit small-tile CTAs can be resident on the current device. The
+// Whether a cluster of kMaxCluster small-tile CTAs can be resident on the current device. The
 // instance with the most shared memory (F32 rows staged as floats) stands for all.
 bool largest_cluster_fits() {
   auto* kernel = gate_kernel<SmallTile, DFSEL_TYPE_F32, DFSEL_TYPE_F32, false>;
@@ -349,7 +340,7 @@ bool largest_cluster_fits() {
     cudaGetLastError();
     return false;
   }
-  return cluster_fits((const void*)kernel, SmallTile::kThreads, kBytes, kMaxSplit);
+  return cluster_fits((const void*)kernel, SmallTile::kThreads, kBytes, kMaxCluster);
 }
 
 }  // namespace
@@ -363,7 +354,7 @@ cudaError_t gate_device(int device, GateDevice* out) {
   if (e == cudaSuccess) e = cudaGetDevice(&current);
   // Clusters of 16 where the device holds one (the query needs the device current), else
   // the portable 8.
-  out->max_split = !clusters ? 1 : current == device && largest_cluster_fits() ? kMaxSplit : kPortableCluster;
+  out->max_split = !clusters ? 1 : current == device && largest_cluster_fits() ? kMaxCluster : kPortableCluster;
   out->force_tile = -1;
   out->force_split = 0;
   return e;
@@ -373,12 +364,11 @@ GateShape gate_shape(const GateArgs& a, const GateDevice& dev) {
   GateShape s{};
   // Rows staged through registers (unaligned, odd n_embd) take the small tile only: one
   // instance per type instead of three, for shapes no model is expected to have.
-  // Measured on one H200 (GateTiles, 2026-12-01): the small tile at 240 rows (15.7 us; the
-  // large 19.6), the large at 960 (32.9 us; the small 49).
   s.tile = !vec_rows(a) ? 0 : dev.force_tile >= 0 && dev.force_tile < kGateTiles ? dev.force_tile
-                        : a.n_rows <= 256 ? 0 : 1;
+                        : a.n_rows <= kGateSmallTileMaxRows ? 0 : 1;
   const TileInfo& t = kInfo[s.tile];
-  const int64_t base = (int64_t)((a.R + t.n - 1) / t.n) * std::min((a.n_rows + t.m - 1) / t.m, kMaxRowGroups);
+  const int64_t row_groups = ((int64_t)a.n_rows + t.m - 1) / t.m;  // n_rows may be 2^31 - 1
+  const int64_t base = (int64_t)((a.R + t.n - 1) / t.n) * std::min<int64_t>(row_groups, kMaxRowGroups);
   const int64_t stages = std::max<int64_t>(1, (a.n_embd + t.ks - 1) / t.ks);
   // Split n_embd while the grid is short of one resident wave: a power of two (the finishing
   // shares are shifts), at most the stages (a rank may still get none: it sends zeros).
@@ -398,7 +388,9 @@ cudaError_t gate(const GateArgs& a, const GateDevice& dev, cudaStream_t stream) 
   return dispatch_weight_type(a.w_type, [&](auto W) {
     return dispatch_float_type(a.h_type, [&](auto H) {
       if (!vec_rows(a)) return launch<SmallTile, W.value, H.value, false>(a, s, stream);
-      return dispatch_tile(s.tile, [&](auto Tl) { return launch<decltype(Tl), W.value, H.value, true>(a, s, stream); });
+      return dispatch_index<kGateTiles>(s.tile, [&](auto I) {
+        return launch<std::tuple_element_t<I.value, TileList>, W.value, H.value, true>(a, s, stream);
+      });
     });
   });
 }

@@ -50,7 +50,9 @@ constexpr int kGateTiles = 2;
 const char* gate_tile_name(int tile);
 
 // Enqueues the gate. The arguments are the plan's, validated at its creation (types, shapes,
-// Q8_0 rows a multiple of 32); never allocates. The summation order depends only on the
+// Q8_0 rows a multiple of 32); any row count up to 2^31 - 1 runs, with no limit of its own: the
+// grid holds at most 65535 row groups and its CTAs take the groups past that in turn. Never
+// allocates. The summation order depends only on the
 // arguments' sizes and types and on dev, so equal inputs give bitwise equal g.
 cudaError_t gate(const GateArgs& args, const GateDevice& dev, cudaStream_t stream);
 

@@ -7,11 +7,11 @@
 #include "kernels/cluster_launch.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/common/row_source.cuh"
+#include "kernels/dispatch.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 namespace {
-
-constexpr int kWarps = 8;
 
 template <typename U>
 __device__ __forceinline__ void copy_row(uint8_t* dst, const uint8_t* src, size_t bytes,
@@ -22,11 +22,11 @@ __device__ __forceinline__ void copy_row(uint8_t* dst, const uint8_t* src, size_
 }
 
 template <typename U>
-__global__ void __launch_bounds__(kWarps * 32) pack_kernel(PackRecordsArgs a, size_t bytes) {
+__global__ void __launch_bounds__(kPackWarps * 32) pack_kernel(PackRecordsArgs a, size_t bytes) {
   chain_release();
   chain_wait();  // the records the top-K before it wrote
   const int lane = threadIdx.x & 31;
-  const int64_t item = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const int64_t item = (int64_t)blockIdx.x * kPackWarps + (threadIdx.x >> 5);
   const ExchangeLayout& l = a.layout;
   const int64_t n_cands = (int64_t)l.n_drafted * l.k;
   if (item < n_cands) {
@@ -59,7 +59,7 @@ cudaError_t pack_records(const PackRecordsArgs& a, cudaStream_t stream) {
   assert(l.sharded && a.send && bytes > 0 && bytes <= l.row_pad);
   const int64_t items = (int64_t)l.n_drafted * l.k + l.n_blocks;
   if (items == 0) return cudaSuccess;
-  const int64_t grid = (items + kWarps - 1) / kWarps;
+  const int64_t grid = (items + kPackWarps - 1) / kPackWarps;
   if (grid > 0x7fffffff) return cudaErrorInvalidValue;  // a grid dimension's limit
 
   // The destination rows are 16-byte aligned (layout) when send is; the unit must also divide
@@ -68,12 +68,10 @@ cudaError_t pack_records(const PackRecordsArgs& a, cudaStream_t stream) {
                         (uintptr_t)a.cb_row_stride | (uintptr_t)bytes;
   // Chained after the top-K: its launch and first instructions run under the top-K's tail.
   cudaLaunchAttribute attr[2];
-  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)grid), kWarps * 32, 0, stream, 1, true, attr);
-  if (mix % 16 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint4>, a, bytes);
-  if (mix % 8 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint2>, a, bytes);
-  if (mix % 4 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint32_t>, a, bytes);
-  if (mix % 2 == 0) return cudaLaunchKernelEx(&cfg, pack_kernel<uint16_t>, a, bytes);
-  return cudaLaunchKernelEx(&cfg, pack_kernel<uint8_t>, a, bytes);
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)grid), kPackWarps * 32, 0, stream, 1, true, attr);
+  return dispatch_copy_unit(mix, [&](auto unit) {
+    return cudaLaunchKernelEx(&cfg, pack_kernel<typename decltype(unit)::type>, a, bytes);
+  });
 }
 
 }  // namespace dfsel::cuda

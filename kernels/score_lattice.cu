@@ -7,8 +7,6 @@
 // launches.
 #include "kernels/score_lattice.cuh"
 
-#include <assert.h>
-
 #include <algorithm>
 
 #include "kernels/block/lattice_cta.cuh"
@@ -18,12 +16,14 @@
 #include "kernels/cluster_launch.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/dispatch.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 namespace {
 
 template <int KP, dfsel_type T>
-__global__ void __launch_bounds__(kLatticeThreads, 2) lattice_kernel(LatticeArgs a, LatticeSmem sm, int cluster) {
+__global__ void __launch_bounds__(kLatticeThreads, kLatticeMinCtas)
+    lattice_kernel(LatticeArgs a, LatticeSmem sm, int cluster) {
   extern __shared__ __align__(128) uint8_t smem[];
   const LatticeShared<KP> s = carve_lattice<KP>(smem, sm);
   const int L = a.block_size - 1, b = blockIdx.x / cluster, rank = blockIdx.x % cluster;
@@ -70,6 +70,8 @@ void* kernel_of() {
   return (void*)lattice_kernel<KP, T>;
 }
 
+size_t lowest_set_bit(uintptr_t x) { return (size_t)(x & (~x + 1)); }
+
 // The largest power of two, up to 16, that divides the address of every codebook row the
 // lattice reads. Sharded, the rows sit in the records at offsets that are multiples of 16.
 size_t row_alignment(const LatticeArgs& a) {
@@ -77,10 +79,8 @@ size_t row_alignment(const LatticeArgs& a) {
                        ? (uintptr_t)a.rows.recv
                        : (uintptr_t)a.rows.e_prev | (uintptr_t)a.rows.e_next | (uintptr_t)a.rows.stride;
   bits |= 16;
-  return (size_t)(bits & (~bits + 1));  // the lowest set bit
+  return lowest_set_bit(bits);
 }
-
-size_t up16(size_t x) { return (x + 15) & ~(size_t)15; }
 
 // Bytes between staged rows holding `bytes`: 32-bit fragment loads of 8 rows (64-bit for F32)
 // fall in distinct banks when the pitch is an odd multiple of 16 bytes (32 for F32).
@@ -97,14 +97,14 @@ LatticeSmem lattice_smem(const LatticeArgs& a) {
   using W = LatticeWarps<KP>;
   const dfsel_type t = a.cb_type;
   const int K = a.k, R = a.R, L = a.block_size - 1, S = a.rows.n_ranks;
-  const int r16 = (R + 15) & ~15;
+  const int r16 = padded_rank(R);
   const size_t align = row_alignment(a);
   LatticeSmem sm{};
   sm.L = L;
   sm.copy_bytes = (int)(a.rows.layout.sharded ? a.rows.layout.row_pad : row_bytes(t, R));
   sm.bulk = align >= 16 && sm.copy_bytes % 16 == 0;
   const size_t low = align | (size_t)sm.copy_bytes | 16;
-  sm.unit = (int)(low & (~low + 1));
+  sm.unit = (int)lowest_set_bit(low);
   // Whole rows: what is copied, and what the last k-step reads.
   const int whole = slot_pitch(t, std::max((size_t)sm.copy_bytes, row_bytes(t, r16)));
   sm.spec = sm.bulk && (size_t)2 * S * K * whole <= kSlotBudget;
@@ -126,7 +126,7 @@ LatticeSmem lattice_smem(const LatticeArgs& a) {
   size_t o = 0;
   auto take = [&](size_t bytes) {
     const size_t at = o;
-    o = up16(o + bytes);
+    o = align16(o + bytes);
     return at;
   };
   sm.slots_off = take((size_t)sm.n_slots * sm.pitch);
@@ -158,15 +158,17 @@ int cluster_that_fits(const void* kernel, size_t smem, int want) {
 }  // namespace
 
 cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out, int max_cluster) {
+  *out = LatticeLaunch{};  // smem.bytes stays 0 unless the carve is what failed
   const int L = a.block_size - 1;
   int optin = 0;
   cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e != cudaSuccess) return e;
-  return dispatch_k(a.k, [&](auto KP) {
-    out->kp = KP.value;
-    out->smem = lattice_smem<KP.value>(a);
-    if (out->smem.bytes > (size_t)optin) return cudaErrorInvalidValue;
-    return dispatch_weight_type(a.cb_type, [&](auto T) {
+  // The type first, so that an unknown one is refused before the carve is sized.
+  return dispatch_weight_type(a.cb_type, [&](auto T) {
+    return dispatch_k(a.k, [&](auto KP) {
+      out->kp = KP.value;
+      out->smem = lattice_smem<KP.value>(a);
+      if (out->smem.bytes > (size_t)optin) return cudaErrorInvalidValue;
       // Raised for the plan's device (the caller's current device) once; the attributes stay.
       void* kernel = kernel_of<KP.value, T.value>();
       cudaError_t r = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)out->smem.bytes);
@@ -180,9 +182,11 @@ cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out,
 
 cudaError_t score_lattice(const LatticeArgs& a, const LatticeLaunch& l, cudaStream_t stream) {
   if (a.n_blocks == 0) return cudaSuccess;
-  assert(l.kp == k_bucket(a.k) && a.rows.layout.n_blocks >= a.n_blocks);
+  // The launch plan creation made for these arguments: the carve was sized for l.kp's instance
+  // and the records for layout.n_blocks blocks.
+  if (l.kp != k_bucket(a.k) || a.rows.layout.n_blocks < a.n_blocks) return cudaErrorInvalidValue;
   const unsigned grid = (unsigned)a.n_blocks * (unsigned)l.cluster;
-  return dispatch_k(a.k, [&](auto KP) {
+  return dispatch_k(l.kp, [&](auto KP) {
     return dispatch_weight_type(a.cb_type, [&](auto T) {
       cudaLaunchAttribute attr[2];
       const cudaLaunchConfig_t cfg = launch_config(dim3(grid), kLatticeThreads, l.smem.bytes, stream, l.cluster, true, attr);

@@ -24,37 +24,28 @@
 #include "kernels/cluster_launch.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/dispatch.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 namespace {
 
-constexpr int kVecsPerThread = 4;   // 16-byte loads per thread per tile
-// The launch bounds ask for 4 CTAs per SM (64 registers a thread). The grid is sized for 4
-// when the top-K has the GPU alone, and for 3 when the caller runs a kernel beside it
-// (ShardTopKArgs::shares_sms: the plan's gate, gate.cu), leaving each SM room for one CTA.
-constexpr int kRegBoundCtas = 4;
-constexpr int kCtasPerSm = kRegBoundCtas;  // the most; sizes the counters and forced splits
-// A chunk of about one tile (kVecsPerThread x kSelectThreads = 1024 vectors) and at most 1024
-// partial records a row: on one H200 (ShardTopKSplits, 2026-12-01) every decode shape was
-// fastest there, e.g. 1 x 248320 F32 at 64 CTAs a row (8.75 us; 10.1 at 121), 16 x 124160
-// BF16 at 16 (9.29; 11.7 at 33), K = 64 at 16 (24.6; 27.7 at 32). 940 keeps 16 x 124160 F32
-// at its measured best, 33 (one wave of 528 CTAs).
-constexpr int64_t kMinSplitVecs = 940;
-constexpr int64_t kMaxSplitRecs = 1024;
-constexpr int kRecsPerThread = 8;   // the last CTA holds splits * k <= 2048 records in registers
+// The launch shape and the split rule's constants are kernels/policy.cuh's: kSelectThreads,
+// kTopKVecsPerThread, kTopKCtasPerSm (the launch bounds, and the most CTAs an SM, which sizes
+// the counters and forced splits), kTopKCtasBesideGate, kMinSplitVecs, kMaxSplitRecs and
+// kRecsPerThread.
 
 // Scratch: one ticket counter per split row, then the partial lists. Only rows of a launch
-// of at most num_sms * kCtasPerSm / 2 rows are split, so the counters' region has a fixed size
-// and the lists' offset does not depend on a run's row count (runs of different sizes share
-// one scratch, and every counter is back at zero after each run).
+// of at most num_sms * kTopKCtasPerSm / 2 rows are split, so the counters' region has a fixed
+// size and the lists' offset does not depend on a run's row count (runs of different sizes
+// share one scratch, and every counter is back at zero after each run).
 size_t parts_offset(int num_sms) {
-  return ((size_t)std::max(num_sms, 1) * kCtasPerSm * sizeof(unsigned) + 255) & ~(size_t)255;
+  return ((size_t)std::max(num_sms, 1) * kTopKCtasPerSm * sizeof(unsigned) + 255) & ~(size_t)255;
 }
 
 template <dfsel_type T, int KB>
-__global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
+__global__ void __launch_bounds__(kSelectThreads, kTopKCtasPerSm)
     shard_topk_kernel(ShardTopKArgs a, int32_t chunk_vecs, size_t parts_at) {
-  constexpr int U = kVecsPerThread;
+  constexpr int U = kTopKVecsPerThread;
   constexpr int32_t kTile = U * kSelectThreads;  // vectors per tile
   __shared__ SelectShared<KB, U * Elem<T>::kVec> s;
   const int tid = threadIdx.x;
@@ -100,7 +91,7 @@ __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
     if (tid < k) {
       // Short chunks pad with {NaN, -1}, whose key is 0: below every real candidate.
       parts[split * k + tid] = tid < st.n_list ? list_rec(s.list_key[st.cur][tid], s.list_z[st.cur][tid])
-                                               : CandRec{__uint_as_float(0x7fc00000u), -1};
+                                               : CandRec{__uint_as_float(kF32NaNBits), -1};
     }
     __syncthreads();
     if (tid == 0) {
@@ -126,15 +117,22 @@ __global__ void __launch_bounds__(kSelectThreads, kRegBoundCtas)
   if (tid < k) out[tid] = list_rec(s.list_key[st.cur][tid], s.list_z[st.cur][tid]);
 }
 
+// CTAs an SM the grid is sized for: all of them, or one fewer beside the gate (policy.cuh).
+int ctas_per_sm(bool shares_sms) { return shares_sms ? kTopKCtasBesideGate : kTopKCtasPerSm; }
+
 // Rows split into this many chunks: enough CTAs for about one resident wave, chunks no
 // shorter than kMinSplitVecs 16-byte vectors of elem_bytes elements, and at most kMaxSplitRecs
 // partial records per row for the last CTA.
 int topk_splits(int32_t n_rows, int32_t k, int64_t n_cols, int num_sms, bool shares_sms, int elem_bytes) {
-  const int per_sm = shares_sms ? kCtasPerSm - 1 : kCtasPerSm;
-  int64_t s = (int64_t)(num_sms > 0 ? num_sms : 1) * per_sm / (n_rows > 0 ? n_rows : 1);
+  int64_t s = (int64_t)(num_sms > 0 ? num_sms : 1) * ctas_per_sm(shares_sms) / (n_rows > 0 ? n_rows : 1);
   s = std::min<int64_t>(s, n_cols * elem_bytes / 16 / kMinSplitVecs);
   s = std::min<int64_t>(s, kMaxSplitRecs / k);
   return (int)std::max<int64_t>(s, 1);
+}
+
+// The heuristic's split count for a call's arguments.
+int topk_splits(const ShardTopKArgs& a, int num_sms) {
+  return topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0, (int)row_bytes(a.type, 1));
 }
 
 }  // namespace
@@ -143,8 +141,8 @@ size_t shard_topk_scratch_bytes(int32_t n_rows, int32_t k, int64_t n_cols, int n
   if (n_rows <= 0 || k < 1 || k > kMaxTopK) return 0;
   // A run may select fewer rows than planned, and fewer rows split further: size the partial
   // lists for the worst row count up to n_rows. Only split rows use them, and those number at
-  // most num_sms * kCtasPerSm / 2, so the loop is short.
-  const int64_t stop = std::min<int64_t>(n_rows, (int64_t)std::max(num_sms, 1) * kCtasPerSm);
+  // most num_sms * kTopKCtasPerSm / 2, so the loop is short.
+  const int64_t stop = std::min<int64_t>(n_rows, (int64_t)std::max(num_sms, 1) * kTopKCtasPerSm);
   int64_t recs = 0;
   for (int64_t n = 1; n <= stop; ++n) {
     // F32 rows split the most (4-byte elements: the most vectors a row).
@@ -163,47 +161,45 @@ int shard_topk_splits(const ShardTopKArgs& a, int num_sms) {
   if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_cols || a.n_rows < 0) return 0;
   // Ids are int32: the shard's last id must be one (INT32_MAX - 16 leaves room for a vector).
   if (a.id_offset < 0 || a.id_offset + a.n_cols > INT32_MAX - 16) return 0;
-  if (a.splits <= 0) return topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0, (int)row_bytes(a.type, 1));
+  if (a.splits <= 0) return topk_splits(a, num_sms);
   // Forced, for tuning: the last CTA's records and the counters must fit.
   if ((int64_t)a.splits * a.k > (int64_t)kSelectThreads * kRecsPerThread || a.splits > a.n_cols ||
-      (a.splits > 1 && a.n_rows > std::max(num_sms, 1) * kCtasPerSm))
+      (a.splits > 1 && a.n_rows > std::max(num_sms, 1) * kTopKCtasPerSm))
     return 0;
   return a.splits;
 }
 
 bool shard_topk_one_wave(const ShardTopKArgs& a, int num_sms) {
-  const int per_sm = a.shares_sms ? kCtasPerSm - 1 : kCtasPerSm;
-  return (int64_t)a.n_rows * std::max(a.splits, 1) <= (int64_t)std::max(num_sms, 1) * per_sm;
+  return (int64_t)a.n_rows * std::max(a.splits, 1) <= (int64_t)std::max(num_sms, 1) * ctas_per_sm(a.shares_sms != 0);
 }
 
 cudaError_t shard_topk(const ShardTopKArgs& a, int num_sms, cudaStream_t stream) {
   // The plan validated the arguments (shard_topk_splits > 0 for them) and sized the scratch.
-  const int splits =
-      a.splits > 0 ? a.splits : topk_splits(a.n_rows, a.k, a.n_cols, num_sms, a.shares_sms != 0, (int)row_bytes(a.type, 1));
+  const int splits = a.splits > 0 ? a.splits : topk_splits(a, num_sms);
   assert(shard_topk_splits(a, num_sms) == splits && (splits == 1 || a.scratch));
   if (a.n_rows == 0) return cudaSuccess;
   const dim3 grid((unsigned)a.n_rows, (unsigned)splits);
   const size_t parts = parts_offset(num_sms);
-  cudaError_t e = cudaSuccess;
-  dispatch_float_type(a.type, [&](auto T) {
+  return dispatch_float_type(a.type, [&](auto T) {
     // Vectors of a chunk: the row's vectors (at most this many, whatever its alignment) over splits.
     constexpr int V = Elem<T.value>::kVec;
     const int64_t nv_max = (a.n_cols + 2 * V - 2) / V;
     const int32_t chunk_vecs = (int32_t)((nv_max + splits - 1) / splits);
-    dispatch_k(a.k, [&](auto KB) {
+    return dispatch_k(a.k, [&](auto KB) {
       auto* kernel = shard_topk_kernel<T.value, KB.value>;
       // Beside another kernel, ask for the most shared memory (the least L1, which streaming
       // reads do not use): an SM's split is set by the kernel that reaches it first, and the
       // default for this one (about 64 KB) leaves no room for the gate's CTA.
-      if (a.shares_sms)
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-      if (e != cudaSuccess) return;
+      if (a.shares_sms) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+      }
       cudaLaunchAttribute attr[2];
       const cudaLaunchConfig_t cfg = launch_config(grid, kSelectThreads, 0, stream, 1, a.chained != 0, attr);
-      e = cudaLaunchKernelEx(&cfg, kernel, a, chunk_vecs, parts);
+      return cudaLaunchKernelEx(&cfg, kernel, a, chunk_vecs, parts);
     });
   });
-  return e;
 }
 
 }  // namespace dfsel::cuda

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Checks the includes of host/ against the Layers table of docs/DESIGN-NOTES.md. Each row whose
-# first cell names `host/...` covers those folders and files; a file of a row may include the
-# files of its own row and what the row's "may include" cell lists: a folder (every file under
-# it) or a file; `include/` is the C ABI, included as "dfsel/...". Only #include "..." counts:
-# <...> is a system or third-party header. Prints every include that its row does not list and
-# every host file that no row covers, and exits 1 when there is one.
+# Checks the includes of host/ and kernels/ against the Layers table of docs/DESIGN-NOTES.md.
+# Each row whose first cell names `host/...` or `kernels/...` covers those folders and files (a
+# `*` stands for any file name, within one folder); a file belongs to the first row that covers
+# it and may include the files of its own row and what the row's "may include" cell lists: a
+# folder (every file under it) or a file; `include/` is the C ABI, included as "dfsel/...". An
+# include that names a file beside the including one ("hd.cuh" in kernels/common/) is that file.
+# Only #include "..." counts: <...> is a system or third-party header. Prints every include that
+# its row does not list and every file that no row covers, and exits 1 when there is one.
 #   scripts/check-layers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,24 +24,36 @@ rows=$(awk -F'|' '
     }
     return out
   }
-  /^\| `host\// { print tokens($2) "\t" tokens($4) }
+  /^\| `(host|kernels)\// { print tokens($2) "\t" tokens($4) }
 ' docs/DESIGN-NOTES.md)
 if [ -z "$rows" ]; then
-  echo "check-layers: no host row found in the Layers table of docs/DESIGN-NOTES.md" >&2
+  echo "check-layers: no host or kernels row found in the Layers table of docs/DESIGN-NOTES.md" >&2
   exit 1
 fi
 
-find host -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) | sort |
+find host kernels -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) | sort |
   while read -r f; do
     printf '%s\t%s\n' "$f" "-"  # the file itself, so that a file without includes is covered too
+    dir=$(dirname "$f")
     { grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" || true; } |
-      sed -E 's/^([0-9]+):.*"([^"]*)".*/\1:\2/' | sed "s|^|$f\t|"
+      sed -E 's/^([0-9]+):.*"([^"]*)".*/\1:\2/' |
+      while IFS=: read -r line inc; do
+        if [ ! -e "$inc" ] && [ -e "$dir/$inc" ]; then inc="$dir/$inc"; fi  # a file beside it
+        printf '%s\t%s:%s\n' "$f" "$line" "$inc"
+      done
   done |
   awk -F'\t' -v rows="$rows" '
-    function covers(list, path,   n, i, t) {
+    function covers(list, path,   n, i, t, re) {
       n = split(list, t, " ")
-      for (i = 1; i <= n; ++i)
+      for (i = 1; i <= n; ++i) {
         if ((t[i] ~ /\/$/ && index(path, t[i]) == 1) || t[i] == path) return 1
+        if (index(t[i], "*")) {  # a file-name pattern: * is any name within the folder
+          re = t[i]
+          gsub(/\./, "\\.", re)
+          gsub(/\*/, "[^/]*", re)
+          if (path ~ ("^" re "$")) return 1
+        }
+      }
       return 0
     }
     BEGIN {
@@ -64,6 +78,6 @@ find host -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cu
     }
     END {
       if (bad) exit 1
-      print "check-layers: every include of host/ is of a layer its row of the Layers table lists"
+      print "check-layers: every include of host/ and kernels/ is of a layer its row of the Layers table lists"
     }
   '

@@ -54,6 +54,31 @@ TEST(Numeric, Q8_0IsScaleTimesQuant) {
   EXPECT_EQ(row_bytes(DFSEL_TYPE_Q8_0, 256), 8u * 34u);
 }
 
+// load_elems widens a row with the type decided once; every value must be load_elem's, bit for
+// bit (NaN payloads included), for every stored type and for a row that ends inside a Q8_0 block.
+TEST(Numeric, LoadElemsIsLoadElemOnEveryType) {
+  uint8_t raw[4 * 70];
+  for (size_t i = 0; i < sizeof raw; ++i) raw[i] = (uint8_t)(i * 37 + 11);
+  BlockQ8_0 q[3];
+  for (int b = 0; b < 3; ++b) {
+    q[b].d = float_to_f16(0.125f * (float)(b + 1));
+    for (int i = 0; i < 32; ++i) q[b].qs[i] = (int8_t)(i * 7 - 100 + b);
+  }
+  struct Case {
+    dfsel_type t;
+    const void* row;
+    int64_t n;
+  };
+  for (const Case& c : {Case{DFSEL_TYPE_F32, raw, 70}, Case{DFSEL_TYPE_F16, raw, 140}, Case{DFSEL_TYPE_BF16, raw, 140},
+                        Case{DFSEL_TYPE_Q8_0, q, 96}, Case{DFSEL_TYPE_Q8_0, q, 70}}) {
+    float out[140];
+    load_elems(c.row, c.t, c.n, out);
+    for (int64_t i = 0; i < c.n; ++i)
+      ASSERT_EQ(float_to_bits(out[i]), float_to_bits(load_elem(c.row, c.t, i)))
+          << dfsel_type_name(c.t) << " element " << i << " of " << c.n;
+  }
+}
+
 TEST(Order, KeyIsTheDesignTotalOrder) {
   const float inf = std::numeric_limits<float>::infinity();
   // Larger values first; ties by ascending id; -0 ties with +0; NaN below -inf.
@@ -71,6 +96,13 @@ TEST(Order, KeyIsTheDesignTotalOrder) {
     EXPECT_EQ(c.z, z);
   }
   EXPECT_TRUE(std::isnan(cand_from_key(cand_key(NAN, 7)).z));
+  // The halves' inverses, which the kernels use on their own.
+  for (int32_t id : {0, 1, 12345, INT32_MAX}) EXPECT_EQ(id_of_key(cand_key(1.0f, id)), id);
+  for (float z : {1.5f, -2.0f, -0.0f, inf, -inf, 1e-40f, -1e-45f}) {
+    const float back = bits_to_float(value_bits_of_key(value_key(z)));
+    EXPECT_EQ(back, z);
+    EXPECT_FALSE(std::signbit(back) && z == 0.0f) << "both zeros come back as +0";
+  }
 }
 
 TEST(Philox, KnownAnswers) {

@@ -75,29 +75,7 @@ bool cpu_has_avx2_fma() {
 #endif
 }
 
-void widen_row(const void* row, dfsel_type type, int64_t n, float* out) {
-  switch (type) {
-    case DFSEL_TYPE_F32: std::memcpy(out, row, (size_t)n * 4); return;
-    case DFSEL_TYPE_BF16: {
-      const uint16_t* b = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(b[i]);
-      return;
-    }
-    case DFSEL_TYPE_F16: {
-      const uint16_t* h = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < n; ++i) out[i] = f16_to_float(h[i]);
-      return;
-    }
-    case DFSEL_TYPE_Q8_0: {
-      const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
-      for (int64_t i = 0; i < n; i += kQ8Block, ++b)
-        for (int j = 0; j < kQ8Block; ++j) out[i + j] = q8_value(b->d, b->qs[j]);
-      return;
-    }
-    default:
-      for (int64_t i = 0; i < n; ++i) out[i] = load_elem(row, type, i);
-  }
-}
+void widen_row(const void* row, dfsel_type type, int64_t n, float* out) { load_elems(row, type, n, out); }
 
 void prepare_gate(const dfsel_tensor& w_h, bool simd, GateWeights* w) {
   w->n_embd = w_h.ne[0];

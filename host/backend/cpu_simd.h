@@ -18,7 +18,8 @@ constexpr int32_t kGateLanes = 32;  // gate sums per chunk: four vectors of eigh
 // Whether this CPU runs the vector kernels (AVX2 and FMA).
 bool cpu_has_avx2_fma();
 
-// n elements of a row stored as type (F32, F16, BF16, Q8_0) as floats, exactly as load_elem.
+// n elements of a row stored as type (F32, F16, BF16, Q8_0) as floats: numeric.cuh's
+// load_elems, under the name the CPU backends call it by.
 void widen_row(const void* row, dfsel_type type, int64_t n, float* out);
 
 // W_h widened and transposed once, at plan creation, in chunks of kGateLanes sums:

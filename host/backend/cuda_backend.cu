@@ -90,7 +90,10 @@ class CudaBackend final : public Backend {
     plan_topk_splits();
     cuda::LatticeArgs shape = lattice_args(desc_.config.max_blocks);
     const cudaError_t e = cuda::lattice_launch(shape, desc_.device, &lattice_);
-    if (e == cudaErrorInvalidValue)
+    // A carve larger than the device allows is this plan's limit; a refusal before any carve
+    // (K or the codebook type without an instance, which validation refuses first) is the
+    // set-up's own failure, reported as such below.
+    if (e == cudaErrorInvalidValue && lattice_.smem.bytes > 0)
       return fail(DFSEL_UNSUPPORTED, "the lattice for K = %d, R = %d, block_size = %d and %d ranks needs %zu bytes of shared "
                   "memory, more than device %d has per block", sh_.k, sh_.R, sh_.block_size, sh_.n_ranks,
                   lattice_.smem.bytes, desc_.device);

@@ -10,7 +10,11 @@
 
 namespace dfsel {
 
-// What one rank says of itself: plain data, exchanged as bytes by the NCCL set-up.
+// What one rank says of itself: plain data, exchanged as bytes by the NCCL set-up. A field
+// is written in three places that say different things of it: here (the bytes exchanged),
+// fields_of in group_rule.cpp (whether ranks must agree on it, and its name in the message),
+// and where a description fills it (summarize_shared and summarize, host/plan/group.h;
+// summarize_dspark): a new field needs all three.
 struct RankSummary {
   int32_t shard_rank, shard_n_ranks;
   int32_t top_k, codebook_rank, block_size, max_blocks, placement, cb_type, w_type;

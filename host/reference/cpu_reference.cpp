@@ -45,9 +45,7 @@ void merge_candidates(const CandRec* recs, int32_t n_recs, int32_t k, CandRec* o
   }
 }
 
-void load_row(const void* row, dfsel_type type, int32_t r, float* out) {
-  for (int32_t i = 0; i < r; ++i) out[i] = load_elem(row, type, i);
-}
+void load_row(const void* row, dfsel_type type, int32_t r, float* out) { load_elems(row, type, r, out); }
 
 void gate(const dfsel_tensor& w_h, const dfsel_tensor& hidden, RowMap map, int32_t n_rows,
           float* g) {

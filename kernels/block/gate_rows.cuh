@@ -42,7 +42,8 @@ __device__ __forceinline__ Raw8 fetch8(const uint8_t* row, int64_t e0, int64_t n
   return r;
 }
 
-// The floats of fetch8, by the numeric.cuh conversions (Q8_0: scale * quant, as load_elem).
+// The floats of fetch8, by the numeric.cuh conversions (stored_to_float; Q8_0: q8_value, as
+// load_elem).
 template <dfsel_type t, bool kVec>
 __device__ __forceinline__ void unpack8(const Raw8& r, float (&v)[8]) {
   if constexpr (!kVec || t == DFSEL_TYPE_F32) {
@@ -56,7 +57,7 @@ __device__ __forceinline__ void unpack8(const Raw8& r, float (&v)[8]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint16_t x = (uint16_t)(w[i / 2] >> (16 * (i % 2)));
-      v[i] = t == DFSEL_TYPE_F16 ? f16_to_float(x) : bf16_to_float(x);
+      v[i] = stored_to_float<t>(x);
     }
   }
 }

@@ -1,20 +1,22 @@
-// The lattice CTA's shared state (score_lattice.cu): the carve of its dynamic shared memory,
-// decided once per plan, and the warp tiling of its K x K product.
+// The lattice CTA's shared state (score_lattice.cu): pointers into the carve of its dynamic
+// shared memory (LatticeSmem, decided once per plan: lattice_args.cuh), and the warp tiling of
+// its K x K product.
 #pragma once
 
 #include <stdint.h>
 
 #include "dfsel/dfsel.h"
+#include "kernels/block/lattice_args.cuh"
 #include "kernels/common/order.cuh"
-#include "kernels/score_lattice.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 
-constexpr int kLatticeThreads = 256;
+// kLatticeThreads and the shared-memory budgets of the carve are kernels/policy.cuh's.
 constexpr int kLatticeWarps = kLatticeThreads / 32;
-constexpr size_t kSlotBudget = 96 * 1024;   // staged codebook rows
-constexpr size_t kPushBudget = 32 * 1024;   // each of the walker's pushed tables (choices, q rows)
-constexpr int kMaxCluster = 16;             // non-portable above 8 (cluster_launch.cuh)
+
+// R rounded up to whole k-steps of 16 elements: what the product reads of every row and of g.
+__host__ __device__ constexpr int padded_rank(int R) { return (R + 15) & ~15; }
 
 // The K x K product on BF16 tensor cores (m16n8k16): predecessors are the 16-row M tiles,
 // candidates the 8-column N tiles; the warps not needed for M tiles split R's k-steps.

@@ -46,7 +46,7 @@ __device__ void stage_records(const LatticeArgs& a, const LatticeSmem& sm, const
       copy(e, anchor_ok ? book_row(a.rows, a.rows.e_prev, anchor) : nullptr);
     }
   }
-  const int r16 = (R + 15) & ~15;
+  const int r16 = padded_rank(R);
   for (int r = tid; r < r16; r += kLatticeThreads) s.gs[r] = r < R ? a.g[(size_t)d * R + r] : 0.0f;
   for (int j = tid; j < 2 * KP; j += kLatticeThreads) {  // holes only if records repeat a key
     s.cand[j] = CandRec{0.0f, -1};

@@ -9,6 +9,8 @@
 // identical across them (SPEC section 4.8). One instance per codebook type T.
 #pragma once
 
+#include <stddef.h>
+
 #include "kernels/block/gate_mma.cuh"
 #include "kernels/block/lattice_cta.cuh"
 #include "kernels/common/bulk_copy.cuh"
@@ -16,15 +18,16 @@
 
 namespace dfsel::cuda {
 
-// Elements e and e + 1 (e even) of a staged row as floats, exactly load_elem's values.
+// Elements e and e + 1 (e even) of a staged row as floats, exactly load_elem's values (its
+// conversions, on two elements read at once from shared memory).
 template <dfsel_type T>
 __device__ __forceinline__ float2 staged_pair(const uint8_t* row, int e) {
   if constexpr (T == DFSEL_TYPE_F32) {
     return *(const float2*)(row + (size_t)e * 4);
   } else if constexpr (T == DFSEL_TYPE_Q8_0) {
     const uint8_t* blk = row + (size_t)(e / kQ8Block) * sizeof(BlockQ8_0);
-    const uint16_t d = *(const uint16_t*)blk;
-    const uint16_t q = *(const uint16_t*)(blk + 2 + e % kQ8Block);
+    const uint16_t d = *(const uint16_t*)(blk + offsetof(BlockQ8_0, d));
+    const uint16_t q = *(const uint16_t*)(blk + offsetof(BlockQ8_0, qs) + e % kQ8Block);
     return make_float2(q8_value(d, (int8_t)(q & 0xffu)), q8_value(d, (int8_t)(q >> 8)));
   } else {
     const uint32_t w = *(const uint32_t*)(row + (size_t)e * 2);
@@ -96,7 +99,7 @@ __device__ void score_rows(const LatticeSmem& sm, const LatticeShared<KP>& s, in
 #pragma unroll
   for (int n = 0; n < W::kNt; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
-  const int r16 = (R + 15) & ~15;
+  const int r16 = padded_rank(R);
   for (int c0 = 0; c0 < R; c0 += sm.rc) {
     const int c1 = min(c0 + sm.rc, r16);
     if (sm.spec) {

@@ -18,10 +18,11 @@
 #include <stdint.h>
 
 #include "kernels/common/order.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 
-constexpr int kSelectThreads = 256;
+// kSelectThreads, the CTA's threads, is kernels/policy.cuh's.
 // Up to this many threads with an item above the K-th key: take all their items above it as
 // candidates without the group bound (at most 64 * M, the buffer's size).
 constexpr int kDirectThreads = 64;
@@ -72,6 +73,8 @@ __device__ __forceinline__ SelectState select_begin(SelectShared<KB, M>& s) {
 __device__ __forceinline__ float key_value_floor(uint64_t lo, bool* all_values) {
   const uint32_t vk = (uint32_t)(lo >> 32);
   *all_values = vk == 0u;
+  // order.cuh's value_bits_of_key, written out: through the call the compiler lays out the
+  // fold's test differently (its cubin changes), so the expression stays inline here.
   return __uint_as_float((vk & 0x80000000u) ? (vk & 0x7fffffffu) : ~vk);
 }
 

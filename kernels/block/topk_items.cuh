@@ -26,27 +26,27 @@ template <>
 struct Elem<DFSEL_TYPE_F32> {
   static constexpr int kVec = 4;
   static constexpr int kBytes = 4;
-  static constexpr uint32_t kNaN = 0x7fc00000u;
+  static constexpr uint32_t kNaN = kF32NaNBits;
   __device__ static float fast(uint32_t r) { return __uint_as_float(r); }
-  __device__ static float exact(uint32_t r) { return __uint_as_float(r); }
+  __device__ static float exact(uint32_t r) { return stored_to_float<DFSEL_TYPE_F32>(r); }
 };
 
 template <>
 struct Elem<DFSEL_TYPE_F16> {
   static constexpr int kVec = 8;
   static constexpr int kBytes = 2;
-  static constexpr uint32_t kNaN = 0x7e00u;
+  static constexpr uint32_t kNaN = kF16NaNBits;
   __device__ static float fast(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)r)); }
-  __device__ static float exact(uint32_t r) { return f16_to_float((uint16_t)r); }
+  __device__ static float exact(uint32_t r) { return stored_to_float<DFSEL_TYPE_F16>(r); }
 };
 
 template <>
 struct Elem<DFSEL_TYPE_BF16> {
   static constexpr int kVec = 8;
   static constexpr int kBytes = 2;
-  static constexpr uint32_t kNaN = 0x7fc0u;
+  static constexpr uint32_t kNaN = kBF16NaNBits;
   __device__ static float fast(uint32_t r) { return __uint_as_float(r << 16); }
-  __device__ static float exact(uint32_t r) { return __uint_as_float(r << 16); }
+  __device__ static float exact(uint32_t r) { return stored_to_float<DFSEL_TYPE_BF16>(r); }
 };
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
@@ -184,7 +184,7 @@ struct DataItems {
 #pragma unroll
     for (int i = N - 1; i >= 0; --i)
       if (valid(i)) first = i;
-    return first < 0 ? 0ull : cand_key(__uint_as_float(0x7fc00000u), id(first));
+    return first < 0 ? 0ull : cand_key(__uint_as_float(kF32NaNBits), id(first));
   }
   template <class F>
   __device__ __forceinline__ void for_each_above(uint64_t lo, F f) const {
@@ -205,7 +205,7 @@ struct DataItems {
 __device__ __forceinline__ CandRec list_rec(uint64_t key, float z) {
   CandRec c;
   c.z = z;
-  c.id = (int32_t)(0xffffffffu - (uint32_t)key);
+  c.id = id_of_key(key);
   return c;
 }
 

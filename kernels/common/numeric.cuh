@@ -13,6 +13,11 @@ constexpr int kQ8Block = 32;  // ggml Q8_0: 32 int8 values sharing one f16 scale
 constexpr int kQKBlock = 256;  // ggml K-quants: super-blocks of 256 values
 constexpr size_t kQ4KBytes = 144, kQ6KBytes = 210;
 
+// The quiet NaN each type stores where the code makes one (no payload): float, half, bfloat16.
+constexpr uint32_t kF32NaNBits = 0x7fc00000u;
+constexpr uint16_t kF16NaNBits = 0x7e00u;
+constexpr uint16_t kBF16NaNBits = 0x7fc0u;
+
 struct BlockQ8_0 {
   uint16_t d;  // f16 scale
   int8_t qs[kQ8Block];
@@ -61,7 +66,7 @@ DFSEL_HD uint16_t float_to_f16(float f) {
   const uint32_t u = float_to_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t au = u & 0x7fffffffu;
-  if (au > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+  if (au > 0x7f800000u) return (uint16_t)(sign | kF16NaNBits);
   if (au >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to inf
   if (au < 0x38800000u) {                                      // subnormal or zero
     if (au < 0x33000000u) return (uint16_t)sign;
@@ -78,6 +83,17 @@ DFSEL_HD uint16_t float_to_f16(float f) {
   const uint32_t rest = au & 0x1fffu;
   if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
   return (uint16_t)(sign | h);
+}
+
+// The float of one stored F32, F16 or BF16 element given its bits (a 2-byte type's in the low
+// half, the high half zero), by the conversions above: for code templated on the type (the
+// top-K's items, the gate's row reads, load_elems).
+template <dfsel_type T>
+DFSEL_HD float stored_to_float(uint32_t bits) {
+  static_assert(T == DFSEL_TYPE_F32 || T == DFSEL_TYPE_F16 || T == DFSEL_TYPE_BF16, "a stored float type");
+  if constexpr (T == DFSEL_TYPE_F32) return bits_to_float(bits);
+  else if constexpr (T == DFSEL_TYPE_F16) return f16_to_float((uint16_t)bits);
+  else return bits_to_float(bits << 16);  // bf16_to_float
 }
 
 // Bytes of one row of n elements (n a multiple of 32 for Q8_0).
@@ -130,6 +146,31 @@ DFSEL_HD float load_elem(const void* row, dfsel_type t, int64_t i) {
       return q8_value(b->d, b->qs[i % kQ8Block]);
     }
     default: return 0.0f;
+  }
+}
+
+// Elements [0, n) of a row stored as t, as floats: load_elem's values, with the type decided
+// once a row instead of once an element (host code: the CPU reference and backends widen rows
+// with it).
+inline void load_elems(const void* row, dfsel_type t, int64_t n, float* out) {
+  switch (t) {
+    case DFSEL_TYPE_F32: memcpy(out, row, (size_t)n * 4); return;
+    case DFSEL_TYPE_F16:
+      for (int64_t i = 0; i < n; ++i) out[i] = stored_to_float<DFSEL_TYPE_F16>(((const uint16_t*)row)[i]);
+      return;
+    case DFSEL_TYPE_BF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = stored_to_float<DFSEL_TYPE_BF16>(((const uint16_t*)row)[i]);
+      return;
+    case DFSEL_TYPE_Q8_0: {
+      const BlockQ8_0* b = (const BlockQ8_0*)row;
+      int64_t i = 0;
+      for (; i + kQ8Block <= n; i += kQ8Block, ++b)
+        for (int j = 0; j < kQ8Block; ++j) out[i + j] = q8_value(b->d, b->qs[j]);
+      for (; i < n; ++i) out[i] = load_elem(row, t, i);  // a row ending inside a block
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) out[i] = load_elem(row, t, i);
   }
 }
 

@@ -26,8 +26,16 @@ DFSEL_HD uint32_t value_key(float z) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// The inverse of value_key for a number's key (not 0, NaN's): the float's bits (+0 for both
+// zeros). The top-K's bound (block/select.cuh, key_value_floor) writes the same expression out.
+DFSEL_HD uint32_t value_bits_of_key(uint32_t vk) { return (vk & 0x80000000u) ? (vk & 0x7fffffffu) : ~vk; }
+
+// Ids are stored inverted, so that the lower id has the larger key.
+DFSEL_HD uint32_t id_key(int32_t id) { return 0xffffffffu - (uint32_t)id; }
+DFSEL_HD int32_t id_of_key(uint64_t key) { return (int32_t)(0xffffffffu - (uint32_t)key); }
+
 DFSEL_HD uint64_t cand_key(float z, int32_t id) {
-  return ((uint64_t)value_key(z) << 32) | (uint64_t)(0xffffffffu - (uint32_t)id);
+  return ((uint64_t)value_key(z) << 32) | (uint64_t)id_key(id);
 }
 
 DFSEL_HD uint64_t cand_key(CandRec c) { return cand_key(c.z, c.id); }
@@ -36,11 +44,11 @@ DFSEL_HD uint64_t cand_key(CandRec c) { return cand_key(c.z, c.id); }
 DFSEL_HD CandRec cand_from_key(uint64_t key) {
   const uint32_t vk = (uint32_t)(key >> 32);
   CandRec c;
-  c.id = (int32_t)(0xffffffffu - (uint32_t)key);
+  c.id = id_of_key(key);
   if (vk == 0u) {
-    c.z = bits_to_float(0x7fc00000u);
+    c.z = bits_to_float(kF32NaNBits);
   } else {
-    c.z = bits_to_float((vk & 0x80000000u) ? (vk & 0x7fffffffu) : ~vk);
+    c.z = bits_to_float(value_bits_of_key(vk));
   }
   return c;
 }

@@ -1,0 +1,99 @@
+// The launch shapes and tuning constants of the step's kernels, in one place: each says what it
+// sets and where it was measured (figures in bench/results/README.md, all on one H200 unless
+// named). Changing one is a performance change: measure it with scripts/ab-bench.sh. The
+// constants that are rules rather than choices (the K buckets, the term split, the hardware's
+// cluster sizes) stay beside the code they define.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace dfsel::cuda {
+
+// ---- What the step's kernels share: an SM ----
+
+constexpr int kSmRegisters = 65536;  // 32-bit registers an SM (sm_90)
+
+// The registers a thread may hold under __launch_bounds__(threads, min_ctas).
+constexpr int launch_bound_regs(int threads, int min_ctas) { return kSmRegisters / (threads * min_ctas); }
+
+// ---- shard_topk (kernels/shard_topk.cu, kernels/block/select.cuh) ----
+
+// Threads a CTA and 16-byte loads a thread a tile. 128-thread CTAs (8 an SM) and 2 vectors a
+// thread, alone and together, were slower (2026-11-30, 1 x 31040: 8.54, 7.49 and 9.63 us
+// against 7.09; "Where the time goes: phase traces").
+constexpr int kSelectThreads = 256;
+constexpr int kTopKVecsPerThread = 4;
+
+// CTAs an SM the launch bounds ask for (64 registers a thread). The grid is sized for all of
+// them when the top-K has the GPU alone, and for one fewer when the step's gate runs beside it
+// (ShardTopKArgs::shares_sms): 16 x 124160 13.3 -> 11.0 us, 256 x 124160 39.6 -> 37.5
+// (2026-11-30, third round, "the top-K's grid sized per call"); with the grid at 3 a step of
+// 16 / 64 / 256 tokens went from 33.1 / 58.9 / 121 to 31.4 / 50.5 / 109 us (second round).
+constexpr int kTopKCtasPerSm = 4;
+constexpr int kTopKCtasBesideGate = kTopKCtasPerSm - 1;
+
+// Rows are split into chunks of at least kMinSplitVecs 16-byte vectors (about one tile of
+// kTopKVecsPerThread x kSelectThreads) and at most kMaxSplitRecs partial records a row: every
+// decode shape was fastest there (ShardTopKSplits, 2026-12-01: 1 x 248320 F32 at 64 CTAs a
+// row 8.75 us, 10.1 at 121; 16 x 124160 BF16 at 16, 9.29 against 11.7 at 33; K 64 at 16, 24.6
+// against 27.7 at 32). 940 keeps 16 x 124160 F32 at its measured best, 33 (one wave of 528).
+constexpr int64_t kMinSplitVecs = 940;
+constexpr int64_t kMaxSplitRecs = 1024;
+// The row's last CTA holds the partial records in registers, this many a thread.
+constexpr int kRecsPerThread = 8;
+static_assert(kMaxSplitRecs <= (int64_t)kSelectThreads * kRecsPerThread, "the last CTA holds every partial record");
+
+// ---- gate (kernels/gate.cu) ----
+
+// A gate tile: warps along M (drafted rows), N (W_h rows) and K; mma tiles a warp along M and
+// N; elements of n_embd a stage; stages in flight; the CTAs an SM its launch bounds ask for;
+// and the CTAs an SM the n_embd split aims for (wave).
+struct GateTileShape {
+  int wm, wn, wk, mt, nt, ks, stages, min_ctas, wave;
+  constexpr int threads() const { return 32 * wm * wn * wk; }
+};
+// Decode (a block or two): 16 rows x 32 W_h rows, four warps splitting each stage's four k
+// steps, every stage of the CTA's range in flight at once (5 x 64 = 320 elements: n_embd 5120
+// over 16 CTAs). GateTiles, 2026-12-01: at a wave of 4, 16 rows 5.6 us (128 CTAs, clusters of
+// 16), 240 rows 15.7 us (480 CTAs); at 1 CTA an SM, 21.5 us.
+constexpr GateTileShape kGateSmallTile = {1, 1, 4, 1, 4, 64, 5, 4, 4};
+// Hundreds of rows and more: 64 x 256 (all of R = 256 in one tile: W_h is read once per 64
+// rows), a warp per 32 x 64. GateTiles: at a wave of 1, 960 rows 32.9 us (120 CTAs); 240
+// CTAs, 47.9.
+constexpr GateTileShape kGateLargeTile = {2, 4, 1, 2, 8, 32, 3, 2, 1};
+// Up to this many rows the small tile (GateTiles: 240 rows 15.7 us, the large 19.6), above it
+// the large (960 rows 32.9 us, the small 49).
+constexpr int kGateSmallTileMaxRows = 256;
+
+// The room rule: beside the gate, the top-K's grid leaves one CTA slot of each SM free, and a
+// small-tile gate CTA must fit in it, in threads and in registers. (Shared memory is made room
+// for by the carve-out both kernels ask for: without it the step took 34.3 us against 27.1,
+// 2026-12-01.) The gate first held 250 registers a thread, and its CTAs waited for the top-K's
+// (2026-11-30, second round).
+static_assert(kTopKCtasBesideGate < kTopKCtasPerSm, "the top-K leaves a slot beside the gate");
+static_assert(kGateSmallTile.threads() <= kSelectThreads &&
+                  kGateSmallTile.threads() * launch_bound_regs(kGateSmallTile.threads(), kGateSmallTile.min_ctas) <=
+                      kSelectThreads * launch_bound_regs(kSelectThreads, kTopKCtasPerSm),
+              "a small-tile gate CTA fits in the slot one top-K CTA leaves");
+
+// ---- score_lattice (kernels/score_lattice.cu, kernels/block/lattice_*.cuh) ----
+
+// Threads a CTA, and the CTAs an SM its launch bounds ask for (two a SM: 121 registers, 45 KB
+// of shared memory at K 16, R 256; 2026-12-01, "the lattice as a cluster per block").
+constexpr int kLatticeThreads = 256;
+constexpr int kLatticeMinCtas = 2;
+// Shared memory for the staged codebook rows: every record's rows when they fit, else the
+// merged candidates' rows, R in chunks. Chosen with the cluster kernel (d5803b6), not swept.
+constexpr size_t kSlotBudget = 96 * 1024;
+// Each of the walker's pushed tables (choices, q rows); larger ones go through the workspace.
+// Chosen with the cluster kernel, not swept.
+constexpr size_t kPushBudget = 32 * 1024;
+
+// ---- pack_records (kernels/pack_records.cu) ----
+
+// Warps a CTA, one a record row pair or anchor. Not measured: the copy is small beside the
+// exchange.
+constexpr int kPackWarps = 8;
+
+}  // namespace dfsel::cuda
