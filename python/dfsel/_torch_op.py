@@ -86,7 +86,7 @@ def _state(handle, workspace):
     s = p.__dict__.get("_torch_op")
     if s is None:
         s = p._torch_op = _State(p)
-    if workspace is p.workspace or workspace.data_ptr() == s.workspace_ptr:
+    if workspace is p.workspace or (workspace.data_ptr() == s.workspace_ptr and workspace.shape == p.workspace.shape):
         return p, s, False
     # torch.compile's functionalization may hand the operator a copy of the workspace when it
     # cannot write the original in place; another plan's workspace is refused.
