@@ -1,5 +1,7 @@
-// shard_topk against its peers (SPEC section 7), K = 16 unless named:
-//   ShardTopK             dfsel's one-launch top-K
+// shard_topk against its peers (SPEC section 7); every name carries K:
+//   ShardTopK             dfsel's one-launch top-K (K = 1, 16, 64)
+//   ShardTopKSplits       the same with the CTAs a row forced (/splits:N): the sweep the split
+//                         heuristic is tuned on
 //   CubSegmentedSortTopK  sort every row with CUB's segmented radix sort, keep the first K
 //                         (the sort-based top-K: the full sort a generic argsort pays for)
 //   HostTopK              copy the rows to pinned host memory, top-K on the host (the CPU

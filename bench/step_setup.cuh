@@ -25,7 +25,7 @@ struct StepShape {
   dfsel_placement placement;
   int block = 16;  // tokens per block (one anchor, block - 1 drafted rows)
   dfsel_type logits = DFSEL_TYPE_F32;
-  bool all_outputs = false;  // every output, the packed rows included; else the path only
+  bool all_outputs = false;  // every output a greedy step writes, packed rows included; else path and n_emitted
   int rows() const { return blocks * (block - 1); }
   std::string name(const char* family) const {
     std::string n = std::string(family) + "/";

@@ -17,8 +17,14 @@ input are recomputed with NumPy (exact uint64 arithmetic) and compared with the 
           with DFSEL_BENCH_REPLAYS=10) keep the GPU busy and measure the graph alone
   eager   host time of one call that only enqueues: plan.run(out=...) against the C call
           itself, dfsel_plan_run through ctypes with structs built beforehand (the baseline);
-          the difference is the wrapper's overhead. Also plan.run without out= (allocating)
-          and torch.ops.dfsel.select, for reference.
+          the difference is the wrapper's overhead. The torch operators in the same run, each
+          beside the plan.run it stands for: torch.ops.dfsel.select_out against plan.run(out=)
+          with all six outputs, torch.ops.dfsel.select against plan.run() allocating them.
+  torch   a plain PyTorch selector (torch.topk, the gate as a matmul, codebook gathers, the
+          lattice as a batched matmul, the greedy walk as 15 argmax steps; float32 math) on the
+          same inputs, captured and replayed the same way, one block at V = 248320 and at
+          V = 202048; x_vs_torch = its time / dfsel's, both from this run (steady state). The
+          C++ benchmarks hold no peer's figure: this is where the comparison is measured.
 
 Prints a table and writes JSON (--json PATH).
 """
@@ -80,10 +86,10 @@ def hashed_numpy(n, scale, seed):
     return v * np.float32(scale)
 
 
-def anchor_id():
-    """SelectorStep's anchor of block 0: hash64(0) % V."""
+def anchor_id(vocab=V):
+    """SelectorStep's anchor of block 0: hash64(0) % vocab."""
     import numpy as np
-    return int(hash64_numpy(np.zeros(1, np.uint64))[0]) % V
+    return int(hash64_numpy(np.zeros(1, np.uint64))[0]) % vocab
 
 
 def bits_numpy(v, dtype):
@@ -114,17 +120,19 @@ def check_hashed(t, scale, seed, first=1 << 16):
 STEADY = 10  # replays per timed interval for the steady-state figure (DFSEL_BENCH_REPLAYS=10)
 
 
-def graph_us(plan, inputs, out, per_timing, calls=16, timings=50):
+def graph_us(step, inputs, per_timing, calls=16, timings=50):
+    """Device time per call of step(logits, hidden, anchors), `calls` calls over the rotated
+    inputs captured in one graph; the median of `timings` timings of per_timing replays."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for c in range(calls):
-            plan.run(*inputs[c % len(inputs)], out=out)
+            step(*inputs[c % len(inputs)])
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for c in range(calls):
-            plan.run(*inputs[c % len(inputs)], out=out)
+            step(*inputs[c % len(inputs)])
     g.replay()
     torch.cuda.synchronize()
     times = []
@@ -136,8 +144,36 @@ def graph_us(plan, inputs, out, per_timing, calls=16, timings=50):
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b) * 1000.0 / (calls * per_timing))
-    plan.check()
     return statistics.median(times)
+
+
+class TorchSelector:
+    """The selector in plain PyTorch, greedy, one GPU: the peer of SelectorStep. Weights are
+    prepared once (W_h widened to float32); a call allocates its temporaries from torch."""
+
+    def __init__(self, e_prev, e_next, w_h, block):
+        self.e_prev, self.e_next, self.w_h, self.block = e_prev, e_next, w_h.float(), block
+
+    def __call__(self, logits, hidden, anchors):
+        B, L = self.block, self.block - 1
+        n = anchors.numel()
+        z = logits.view(n, B, -1)[:, 1:].reshape(n * L, -1).float()     # drafted rows
+        unary, cand = torch.topk(z, K, dim=1)                            # [D, K]
+        h = hidden.view(n, B, -1)[:, 1:].reshape(n * L, -1).float()
+        g = h @ self.w_h.t()                                             # the gate, [D, R]
+        c3 = cand.view(n, L, K)
+        prev = torch.cat([anchors.long().view(n, 1, 1).expand(n, 1, K), c3[:, :-1]], dim=1).reshape(n * L, K)
+        P = self.e_prev[prev].float() * g.unsqueeze(1)                   # [D, K, R]
+        N = self.e_next[cand].float()                                    # [D, K, R]
+        scores = (torch.bmm(P, N.transpose(1, 2)) + unary.unsqueeze(1)).view(n, L, K, K)
+        rows = torch.arange(n, device=logits.device)
+        j = torch.zeros(n, dtype=torch.long, device=logits.device)
+        path = []
+        for p in range(L):  # greedy walk: each step's best successor of the previous choice
+            j = scores[rows, p, j].argmax(dim=1)
+            path.append(c3[rows, p, j])
+        return torch.stack(path, dim=1)
+
 
 
 def host_us(call, batch=32, rounds=60):
@@ -170,6 +206,45 @@ def cpp_runs_us(path, replays):
     return runs
 
 
+def setup(vocab, dev, check=False):
+    """bench/selector_step_bench.cu's setup_rank for one rank at `vocab`: seeds, scales and
+    types as there. Returns the plan, the rotated (logits, hidden, anchors), the weights."""
+    e_prev = hashed_torch(vocab * R, 0.1, 11, torch.bfloat16, dev).view(vocab, R)
+    e_next = hashed_torch(vocab * R, 0.1, 12, torch.bfloat16, dev).view(vocab, R)
+    w_h = hashed_torch(R * E, 0.02, 13, torch.bfloat16, dev).view(R, E)
+    hidden = hashed_torch(BLOCK * E, 1.0, 14, torch.float32, dev).view(BLOCK, E)
+    logits = [hashed_torch(BLOCK * vocab, 8.0, 100 + c * 7919, torch.float32, dev).view(BLOCK, vocab)
+              for c in range(COPIES)]
+    if check:
+        for t, scale, seed in ((e_prev, 0.1, 11), (e_next, 0.1, 12), (w_h, 0.02, 13), (hidden, 1.0, 14),
+                               (logits[0], 8.0, 100), (logits[COPIES - 1], 8.0, 100 + (COPIES - 1) * 7919)):
+            check_hashed(t, scale, seed)
+    anchors = torch.tensor([anchor_id(vocab)], dtype=torch.int32, device=dev)
+    plan = dfsel.Plan(n_vocab=vocab, n_embd=E, codebook_rank=R, top_k=K, block_size=BLOCK, max_blocks=1,
+                      e_prev=e_prev, e_next=e_next, w_h=w_h)
+    return plan, [(lg, hidden, anchors) for lg in logits], (e_prev, e_next, w_h)
+
+
+def against_torch(vocab, dev, rounds):
+    """dfsel's step and the PyTorch selector at `vocab`, one block, steady state, alternating
+    rounds; the ratio of the medians."""
+    plan, inputs, (e_prev, e_next, w_h) = setup(vocab, dev)
+    out = plan.outputs(1, want=("path", "n_emitted"))
+    peer = TorchSelector(e_prev, e_next, w_h, BLOCK)
+    ours = lambda lg, h, a: plan.run(lg, h, a, out=out)  # noqa: E731
+    times = {"dfsel": [], "torch": []}
+    for _ in range(rounds):
+        times["dfsel"].append(graph_us(ours, inputs, STEADY))
+        times["torch"].append(graph_us(peer, inputs, STEADY))
+    plan.check()
+    # The two agree on the first drafted token (the rest may part at a near-tie).
+    plan.run(*inputs[0], out=out)
+    first_ours, first_peer = int(out.path[0, 0]), int(peer(*inputs[0])[0, 0])
+    d, t = statistics.median(times["dfsel"]), statistics.median(times["torch"])
+    return {"vocab": vocab, "dfsel_us": d, "torch_us": t, "x_vs_torch": t / d, "dfsel_rounds_us": times["dfsel"],
+            "torch_rounds_us": times["torch"], "first_token_dfsel": first_ours, "first_token_torch": first_peer}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write the figures to this file")
@@ -180,20 +255,7 @@ def main():
     if args.rounds < 1:
         ap.error("--rounds = %d: at least 1" % args.rounds)
     dev = "cuda:0"
-    # bench/selector_step_bench.cu's setup_rank for one rank: seeds, scales and types as there.
-    e_prev = hashed_torch(V * R, 0.1, 11, torch.bfloat16, dev).view(V, R)
-    e_next = hashed_torch(V * R, 0.1, 12, torch.bfloat16, dev).view(V, R)
-    w_h = hashed_torch(R * E, 0.02, 13, torch.bfloat16, dev).view(R, E)
-    hidden = hashed_torch(BLOCK * E, 1.0, 14, torch.float32, dev).view(BLOCK, E)
-    logits = [hashed_torch(BLOCK * V, 8.0, 100 + c * 7919, torch.float32, dev).view(BLOCK, V)
-              for c in range(COPIES)]
-    for t, scale, seed in ((e_prev, 0.1, 11), (e_next, 0.1, 12), (w_h, 0.02, 13), (hidden, 1.0, 14),
-                           (logits[0], 8.0, 100), (logits[COPIES - 1], 8.0, 100 + (COPIES - 1) * 7919)):
-        check_hashed(t, scale, seed)
-    anchors = torch.tensor([anchor_id()], dtype=torch.int32, device=dev)
-    plan = dfsel.Plan(n_vocab=V, n_embd=E, codebook_rank=R, top_k=K, block_size=BLOCK, max_blocks=1,
-                      e_prev=e_prev, e_next=e_next, w_h=w_h)
-    inputs = [(lg, hidden, anchors) for lg in logits]
+    plan, inputs, _ = setup(V, dev, check=True)
     out = plan.outputs(1, want=("path", "n_emitted"))  # what the C++ benchmark asks for
     results = {"shape": {"vocab": V, "rank": R, "top_k": K, "n_embd": E, "tokens": BLOCK,
                          "logits": "f32", "hidden": "f32", "codebooks": "bf16",
@@ -201,9 +263,11 @@ def main():
                "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "library": dfsel.library_path()}
     rounds = {1: [], STEADY: []}
+    step = lambda lg, h, a: plan.run(lg, h, a, out=out)  # noqa: E731
     for _ in range(args.rounds):  # the two ways alternate, so that drift falls on both
         for n in rounds:
-            rounds[n].append(graph_us(plan, inputs, out, n))
+            rounds[n].append(graph_us(step, inputs, n))
+    plan.check()
     results["graph_replay_us_per_call"] = statistics.median(rounds[1])
     results["graph_replay_rounds_us"] = rounds[1]
     results["graph_steady_us_per_call"] = statistics.median(rounds[STEADY])
@@ -232,12 +296,26 @@ def main():
     def allocating_call():
         plan.run(logits, hidden_, anchors_)
 
-    def op_call():
-        torch.ops.dfsel.select(logits, hidden_, anchors_, plan.handle, 0.0, 0.0, 0)
+    full = plan.outputs(1)  # all six outputs, for the operators' comparison
+    f = full
+    ws, handle = plan.workspace, plan.handle
 
-    calls = [("c_call_ctypes", c_call), ("plan_run_out", wrapper_call), ("plan_run_alloc", allocating_call)]
+    def wrapper_all_call():
+        plan.run(logits, hidden_, anchors_, out=full)
+
+    def op_out_call():
+        torch.ops.dfsel.select_out(logits, hidden_, anchors_, ws, handle, 0.0, 0.0, 0,
+                                   f.cand_ids, f.unary, f.scores, f.q, f.path, f.n_emitted)
+
+    def op_call():
+        torch.ops.dfsel.select(logits, hidden_, anchors_, ws, handle, 0.0, 0.0, 0)
+
+    calls = [("c_call_ctypes", c_call), ("plan_run_out", wrapper_call), ("plan_run_alloc", allocating_call),
+             ("plan_run_out_all", wrapper_all_call)]
     if dfsel.torch_op_error is None:
-        calls.append(("torch_ops_dfsel_select", op_call))
+        calls += [("torch_ops_dfsel_select_out", op_out_call), ("torch_ops_dfsel_select", op_call)]
+    else:
+        print("torch operators not timed: %s" % dfsel.torch_op_error)
     for _, fn in calls:  # warm every path before timing any
         for _ in range(20):
             fn()
@@ -251,6 +329,11 @@ def main():
     results["eager_host_us_per_call"] = host
     results["wrapper_overhead_us"] = host["plan_run_out"] - host["c_call_ctypes"]
     results["wrapper_overhead_target_us"] = 15.0
+    if dfsel.torch_op_error is None:
+        # each operator against the plan.run it stands for, from the same interleaved samples
+        results["select_out_minus_plan_run_out_all_us"] = host["torch_ops_dfsel_select_out"] - host["plan_run_out_all"]
+        results["select_minus_plan_run_alloc_us"] = host["torch_ops_dfsel_select"] - host["plan_run_alloc"]
+    results["against_torch"] = [against_torch(v, dev, args.rounds) for v in (V, 202048)]
 
     print("dfsel Python, one step: V %d, R %d, K %d, n_embd %d, %d tokens, F32 logits, BF16 codebooks, %s"
           % (V, R, K, E, BLOCK, results["device"]))
@@ -266,9 +349,22 @@ def main():
     labels = {"c_call_ctypes": "eager host: dfsel_plan_run via ctypes (baseline)",
               "plan_run_out": "eager host: plan.run(out=...)",
               "plan_run_alloc": "eager host: plan.run() allocating outputs",
+              "plan_run_out_all": "eager host: plan.run(out=...), six outputs",
+              "torch_ops_dfsel_select_out": "eager host: torch.ops.dfsel.select_out",
               "torch_ops_dfsel_select": "eager host: torch.ops.dfsel.select"}
     for name, _ in calls:
         print("%-44s %10.2f" % (labels[name], host[name]))
+    for key, label in (("select_out_minus_plan_run_out_all_us", "select_out - plan.run(out=), six outputs"),
+                       ("select_minus_plan_run_alloc_us", "select - plan.run() allocating")):
+        if key in results:
+            print("%-44s %10.2f" % (label, results[key]))
+    for a in results["against_torch"]:
+        print("%-44s %10.2f  (%s)" % ("graph, %d replays: dfsel, V %d" % (STEADY, a["vocab"]), a["dfsel_us"],
+                                      " ".join("%.2f" % r for r in a["dfsel_rounds_us"])))
+        print("%-44s %10.2f  (%s)" % ("graph, %d replays: PyTorch selector, V %d" % (STEADY, a["vocab"]),
+                                      a["torch_us"], " ".join("%.2f" % r for r in a["torch_rounds_us"])))
+        print("%-44s %10.2f  (first token %d / %d)" % ("x_vs_torch, V %d" % a["vocab"], a["x_vs_torch"],
+                                                       a["first_token_dfsel"], a["first_token_torch"]))
     print("%-44s %10.2f  (target <= 15)" % ("wrapper overhead: plan.run(out) - C call", results["wrapper_overhead_us"]))
     if args.json:
         with open(args.json, "w") as f:

@@ -85,6 +85,10 @@ class Plan(Owned):
     Raw storage is given as dfsel.typed(array, "bf16" / "q8_0" / ...), or weight_dtype= for
     all three weights.
 
+    plan.workspace: for a plan made of torch tensors, the memory every run writes besides its
+    outputs (a torch uint8 tensor that the plan owns; torch.ops.dfsel.select takes it); None
+    for other plans, whose workspace the library allocates.
+
     Threads: a plan serves one call at a time. run(), run_group() and check() on a plan that
     another thread is using raise dfsel.Error with status BUSY at once (nothing is read or
     written); different plans may run on different threads together."""
@@ -145,6 +149,9 @@ class Plan(Owned):
             _arrays.fill_tensor(getattr(d, name), v, t, name)
         d.nccl_comm = _comm_handle(nccl_comm)
         d.n_threads = _cvalues.integer(n_threads, "n_threads")
+        self.workspace = _torch_workspace(lib, d, views["e_prev"][0])
+        if self.workspace is not None:
+            keep.append(self.workspace)
         self._ptr, self._lib, self._desc, self._keep = create(lib.dfsel_plan_create, d), lib, d, keep
         self.top_k, self.block_size, self.n_embd = top_k, block_size, n_embd
         self.n_drafted = block_size - 1  # L, drafted positions per block
@@ -198,7 +205,8 @@ class Plan(Owned):
         self._inputs.n_blocks, self._anchor_sig, self._anchor_fw = n, sig, v.framework
         return n
 
-    def _prepare(self, logits, hidden, anchors, temperature, p_min, seed, out, packed, dtypes=(None, None)):
+    def _prepare_inputs(self, logits, hidden, anchors, temperature, p_min, seed, dtypes=(None, None)):
+        """Checks the inputs and writes them into the plan's inputs struct; returns n_blocks."""
         n_blocks = self._n_blocks(anchors)
         n_tokens = n_blocks * self.block_size
         inp = self._inputs
@@ -207,6 +215,10 @@ class Plan(Owned):
         inp.temperature = _cvalues.real(temperature, "temperature")
         inp.p_min = _cvalues.real(p_min, "p_min")
         inp.seed = _cvalues.integer(seed, "seed", UINT64)
+        return n_blocks
+
+    def _prepare(self, logits, hidden, anchors, temperature, p_min, seed, out, packed, dtypes=(None, None)):
+        n_blocks = self._prepare_inputs(logits, hidden, anchors, temperature, p_min, seed, dtypes)
         if out is None:
             want = ("cand_ids", "unary", "scores", "path", "n_emitted") + (("q",) if temperature > 0 else ()) \
                 + (("packed",) if packed else ())
@@ -264,6 +276,20 @@ class Plan(Owned):
             self._lock.release()
         return out
 
+    def _run_into(self, logits, hidden, anchors, temperature, p_min, seed, outputs_for, stream):
+        """plan.run for torch.ops.dfsel: outputs_for(n_blocks) gives the dfsel_outputs pointer
+        once the inputs are checked, and `stream` is the raw handle (None on the CPU)."""
+        if not self._ptr:
+            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        self._claim()
+        try:
+            n_blocks = self._prepare_inputs(logits, hidden, anchors, temperature, p_min, seed)
+            st = self._lib.dfsel_plan_run(self._ptr, self._inputs_ref, outputs_for(n_blocks), stream)
+            if st:
+                raise self._error(st)
+        finally:
+            self._lock.release()
+
     def check(self, stream=None, timeout_ms=-1):
         """Waits for the last run (at most timeout_ms; < 0: no limit) and raises dfsel.Error for
         what the device found (an anchor id out of range), a timeout or a failed peer."""
@@ -281,6 +307,26 @@ class Plan(Owned):
     def __repr__(self):
         return "dfsel.Plan(backend=%s, device=%s, vocab [%d, %d) of %d, K=%d, block_size=%d)" % (
             self.backend, self.device, self.v_begin, self.v_end, self.n_vocab, self.top_k, self.block_size)
+
+
+def _torch_workspace(lib, desc, weights):
+    """A plan made of torch tensors owns its workspace as a torch uint8 tensor (plan.workspace,
+    on the plan's device): torch.ops.dfsel.select takes it as the argument the op writes, so
+    that torch sees the plan's memory change, and torch's allocator accounts for it. Other
+    plans leave it to the library (None). When the size cannot be known, plan creation is left
+    to report why."""
+    if weights.framework != "torch":
+        return None
+    n = ctypes.c_size_t()
+    msg = ctypes.create_string_buffer(256)
+    if lib.dfsel_workspace_size(ctypes.byref(desc), ctypes.byref(n), msg, len(msg)) or n.value >= 1 << 62:
+        return None
+    torch = sys.modules["torch"]
+    # The caching allocator aligns blocks to 512 bytes (CUDA) and 64 (CPU): more than the
+    # 256 and 16 the library asks of a caller's workspace.
+    ws = torch.empty(max(n.value, 1), dtype=torch.uint8, device=weights.owner.device)
+    desc.workspace, desc.workspace_bytes = ws.data_ptr(), n.value
+    return ws
 
 
 def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, seed=0, streams=None,

@@ -71,8 +71,8 @@ def test_torch_compile_calls_the_custom_op(torch):
     plan = p.plan()
 
     def step(logits, hidden, anchors):
-        cand, unary, scores, q, path, n = torch.ops.dfsel.select(logits * 1.0, hidden, anchors, plan.handle,
-                                                                 0.7, 0.0, 123)
+        cand, unary, scores, q, path, n = torch.ops.dfsel.select(logits * 1.0, hidden, anchors, plan.workspace,
+                                                                 plan.handle, 0.7, 0.0, 123)
         return path, n, q.sum(dim=1), scores
 
     compiled = torch.compile(step, fullgraph=True)  # a graph break is an error here
@@ -81,11 +81,143 @@ def test_torch_compile_calls_the_custom_op(torch):
     assert torch.equal(got[0], want.path) and torch.equal(got[1], want.n_emitted)
     assert torch.equal(got[3], want.scores)
     torch.testing.assert_close(got[2], want.q.sum(dim=1))
-    greedy = torch.ops.dfsel.select(p.logits, p.hidden, p.anchors, plan.handle, 0.0, 0.0, 0)
+    greedy = torch.ops.dfsel.select(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0)
     assert torch.equal(greedy[3], torch.zeros_like(greedy[3]))  # q: zeros for a greedy walk
     p.new_inputs(99)
     got = compiled(p.logits, p.hidden, p.anchors)
     assert torch.equal(got[0], plan.run(p.logits, p.hidden, p.anchors, temperature=0.7, seed=123).path)
+
+
+def need_op():
+    need(dfsel.torch_op_error is None, "torch.ops.dfsel is not registered: %s" % dfsel.torch_op_error)
+
+
+def op_results(torch, plan, p, temperature, seed, n_blocks):
+    """select and select_out on the same inputs, each as a dfsel.Outputs-like dict."""
+    got = torch.ops.dfsel.select(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, temperature, 0.0, seed)
+    out = plan.outputs(n_blocks)
+    for a in out.as_dict().values():
+        a.fill_(-7)  # poisoned: select_out must write them
+    torch.ops.dfsel.select_out(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, temperature, 0.0, seed,
+                               out.cand_ids, out.unary, out.scores, out.q, out.path, out.n_emitted)
+    return dict(zip(("cand_ids", "unary", "scores", "q", "path", "n_emitted"), got)), out.as_dict()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_operators_match_plan_run(torch, temperature):
+    need_op()
+    p = TorchProblem(torch, 51, 2, ldt=torch.bfloat16, hdt=torch.float32, wdt=torch.bfloat16, **REALISTIC)
+    plan = p.plan()
+    assert plan.workspace is not None and plan.workspace.dtype == torch.uint8
+    assert plan.workspace.device == p.logits.device
+    want = plan.run(p.logits, p.hidden, p.anchors, temperature=temperature, seed=77).as_dict()
+    got, got_out = op_results(torch, plan, p, temperature, 77, 2)
+    torch.cuda.synchronize()
+    plan.check()
+    for k, v in want.items():
+        if k == "q" and temperature <= 0:
+            assert torch.equal(got[k], torch.zeros_like(got[k]))  # select: zeros for a greedy walk
+            continue
+        assert torch.equal(got[k], v), k
+        assert torch.equal(got_out[k], v), k
+
+
+def test_operator_schemas_name_what_they_write(torch):
+    need_op()
+    written = lambda op: [a.name for a in op.default._schema.arguments  # noqa: E731
+                          if a.alias_info is not None and a.alias_info.is_write]
+    assert written(torch.ops.dfsel.select) == ["workspace"]
+    assert written(torch.ops.dfsel.select_out) == ["workspace", "cand_ids", "unary", "scores", "q", "path",
+                                                   "n_emitted"]
+
+
+def test_operators_refuse_what_is_not_the_plans(torch):
+    need_op()
+    p = TorchProblem(torch, 52, 1, ldt=torch.float32, hdt=torch.float32, wdt=torch.bfloat16,
+                     V=4096, E=256, R=64, K=16, block_size=16)
+    plan, other = p.plan(), p.plan()
+    with pytest.raises(dfsel.Error, match="workspace is not plan.workspace"):
+        torch.ops.dfsel.select(p.logits, p.hidden, p.anchors, other.workspace, plan.handle, 0.0, 0.0, 0)
+    with pytest.raises(dfsel.Error, match="workspace is not plan.workspace"):
+        torch.ops.dfsel.select(p.logits, p.hidden, p.anchors, plan.workspace[:-1], plan.handle, 0.0, 0.0, 0)
+    with pytest.raises(dfsel.Error, match="is not the handle of a live dfsel.Plan"):
+        torch.ops.dfsel.select(p.logits, p.hidden, p.anchors, plan.workspace, -5, 0.0, 0.0, 0)
+    out = plan.outputs(1)
+    args = [out.cand_ids, out.unary, out.scores, out.q, out.path, out.n_emitted]
+    bad = list(args)
+    bad[2] = out.scores.transpose(1, 2)
+    with pytest.raises(dfsel.Error, match="scores is .* not contiguous"):
+        torch.ops.dfsel.select_out(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0, *bad)
+    bad = list(args)
+    bad[0] = out.cand_ids.float()
+    with pytest.raises(dfsel.Error, match="cand_ids is torch.float32"):
+        torch.ops.dfsel.select_out(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0, *bad)
+    with pytest.raises(dfsel.Error, match="logits is on cpu"):
+        torch.ops.dfsel.select(p.logits.cpu(), p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0)
+
+
+def test_operator_given_a_copy_of_the_workspace(torch):
+    # What a backend that does not write mutated inputs in place hands the operator.
+    need_op()
+    p = TorchProblem(torch, 53, 1, ldt=torch.float32, hdt=torch.float32, wdt=torch.bfloat16, **REALISTIC)
+    plan = p.plan()
+    want = plan.run(p.logits, p.hidden, p.anchors).as_dict()
+    copy = plan.workspace.clone()
+    got = torch.ops.dfsel.select(p.logits, p.hidden, p.anchors, copy, plan.handle, 0.0, 0.0, 0)
+    torch.cuda.synchronize()
+    plan.check()
+    assert torch.equal(copy, plan.workspace)
+    assert torch.equal(got[4], want["path"]) and torch.equal(got[5], want["n_emitted"])
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_torch_compile_select_out_and_two_steps(torch, backend):
+    need_op()
+    p = TorchProblem(torch, 54, 1, ldt=torch.float32, hdt=torch.float32, wdt=torch.bfloat16, **REALISTIC)
+    plan = p.plan()
+    out = plan.outputs(1)
+
+    def two_steps(logits, hidden, anchors):
+        # two steps of one plan: the workspace orders them; the first's results are unused
+        torch.ops.dfsel.select(logits, hidden, anchors, plan.workspace, plan.handle, 0.0, 0.0, 0)
+        torch.ops.dfsel.select_out(logits * 2.0, hidden, anchors, plan.workspace, plan.handle, 0.5, 0.0, 9,
+                                   out.cand_ids, out.unary, out.scores, out.q, out.path, out.n_emitted)
+        return out.path + 0
+
+    compiled = torch.compile(two_steps, fullgraph=True, backend=backend)
+    got = compiled(p.logits, p.hidden, p.anchors)
+    want = plan.run(p.logits * 2.0, p.hidden, p.anchors, temperature=0.5, seed=9)
+    torch.cuda.synchronize()
+    plan.check()
+    assert torch.equal(got, want.path) and torch.equal(out.path, want.path)
+    assert torch.equal(out.scores, want.scores) and torch.equal(out.q, want.q)
+
+
+def test_operator_captured_in_a_cuda_graph(torch):
+    need_op()
+    p = TorchProblem(torch, 55, 2, ldt=torch.float32, hdt=torch.bfloat16, wdt=torch.bfloat16, **REALISTIC)
+    plan = p.plan()
+    static = [p.logits.clone(), p.hidden.clone(), p.anchors.clone()]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.ops.dfsel.select(*static, plan.workspace, plan.handle, 0.0, 0.0, 0)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        res = torch.ops.dfsel.select(*static, plan.workspace, plan.handle, 0.0, 0.0, 0)
+    for seed in (61, 62):
+        p.new_inputs(seed)
+        for s, new in zip(static, (p.logits, p.hidden, p.anchors)):
+            s.copy_(new)
+        graph.replay()
+        torch.cuda.synchronize()
+        plan.check()
+        want = plan.run(p.logits, p.hidden, p.anchors).as_dict()
+        for k, got in zip(("cand_ids", "unary", "scores"), res[:3]):
+            assert torch.equal(got, want[k]), k
+        assert torch.equal(res[3], torch.zeros_like(res[3]))
+        assert torch.equal(res[4], want["path"]) and torch.equal(res[5], want["n_emitted"])
 
 
 def test_two_plans_on_two_streams(torch):
