@@ -17,6 +17,7 @@
 #include "kernels/block/dspark_merge.cuh"
 #include "kernels/block/dspark_rows.cuh"
 #include "kernels/cluster_launch.cuh"
+#include "kernels/policy.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/common/order.cuh"
 
@@ -24,8 +25,6 @@ namespace dfsel::cuda {
 
 namespace {
 
-constexpr int kMergeWarps = 8;  // blocks one merge CTA serves, a warp each
-constexpr int kBeginThreads = 256;
 constexpr uint8_t kFlagActive = 1, kFlagEmitted = 2;
 
 __device__ __forceinline__ uint64_t shfl_xor_u64(uint64_t v, int mask) {
@@ -71,7 +70,7 @@ __device__ __forceinline__ void flag_bad_anchor(int32_t* error, int b) {
 // exchange 0's record (sharded W1 on several ranks), and where this rank has the anchor's W1 row
 // (replicated W1, or one rank) e and the confidence before step 1. Launched normally: it is a
 // run's first kernel; it lets the first pass stage its W2 tiles beside it.
-__global__ void __launch_bounds__(kBeginThreads) dspark_begin_kernel(const DSparkChainArgs a) {
+__global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const DSparkChainArgs a) {
   chain_release();
   const int b = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int32_t anchor = a.anchors[b];
@@ -236,7 +235,6 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(cons
   const bool need_w2 = reads_w2 && n_act > 0;
   const size_t slot = (size_t)a.max_blocks * (size_t)vs;
   const float* l_prev = a.l_store + (size_t)((k - 1) & 1) * slot;
-  constexpr int kNormAhead = 4;  // pending blocks a thread's normaliser loads are issued ahead for
   for (int i = 0, stage_i = 0; i < n_mine; ++i, stage_i = stage_i + 1 == p.stages ? 0 : stage_i + 1) {
     const int64_t row0 = row0_of(i);
     const int rows = rows_of(i);
@@ -246,9 +244,9 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(cons
     const int32_t id = (int32_t)(a.v_begin + v);
     // Loads that do not wait for the stage, issued first: the scale, the last step's l.
     const float s = in && a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
-    float lp[kNormAhead];
+    float lp[kDSparkNormAhead];
 #pragma unroll
-    for (int q = 0; q < kNormAhead; ++q) {
+    for (int q = 0; q < kDSparkNormAhead; ++q) {
       const int ei = 2 * q + h;
       lp[q] = in && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + v] : 0.0f;
     }
@@ -315,9 +313,9 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(cons
       if (lane < 2 && base + lane < n_emit) add_norm(&norm_lo[emitted[base + lane]], &norm_hi[emitted[base + lane]], u);
     };
 #pragma unroll
-    for (int q = 0; q < kNormAhead; ++q)
+    for (int q = 0; q < kDSparkNormAhead; ++q)
       if (2 * q < n_emit) norm_pair(2 * q, lp[q]);
-    for (int base = 2 * kNormAhead; base < n_emit; base += 2) {
+    for (int base = 2 * kDSparkNormAhead; base < n_emit; base += 2) {
       const int ei = base + h;
       norm_pair(base, in && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + v] : 0.0f);
     }
@@ -351,11 +349,10 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(cons
     float lg = 0.0f;
     uint32_t mm = 0;
     NormSum ns{0, 0};
-    constexpr int kAhead = 4;  // parts a lane loads at once
-    for (int c0 = lane; c0 < (int)gridDim.x; c0 += 32 * kAhead) {
-      DSparkPartial q[kAhead];
+    for (int c0 = lane; c0 < (int)gridDim.x; c0 += 32 * kDSparkPartsAhead) {
+      DSparkPartial q[kDSparkPartsAhead];
 #pragma unroll
-      for (int u = 0; u < kAhead; ++u) {
+      for (int u = 0; u < kDSparkPartsAhead; ++u) {
         const int c = c0 + 32 * u;
         q[u] = DSparkPartial{0, 0, 0, 0u, 0.0f};
         if (c < (int)gridDim.x) {
@@ -368,7 +365,7 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(cons
         }
       }
 #pragma unroll
-      for (int u = 0; u < kAhead; ++u) {
+      for (int u = 0; u < kDSparkPartsAhead; ++u) {
         if (q[u].key > kk) kk = q[u].key, lg = q[u].logit;
         mm = max(mm, q[u].row_max);
         norm_add(&ns, q[u].norm_lo, q[u].norm_hi);
@@ -412,10 +409,10 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(cons
 }
 
 // Exchange x's records of every rank merged, a warp a block.
-__global__ void __launch_bounds__(kMergeWarps * 32) dspark_merge_kernel(const DSparkChainArgs a, const int32_t x) {
+__global__ void __launch_bounds__(kDSparkMergeWarps * 32) dspark_merge_kernel(const DSparkChainArgs a, const int32_t x) {
   chain_release();
   chain_wait();
-  const int b = blockIdx.x * kMergeWarps + (threadIdx.x >> 5);
+  const int b = blockIdx.x * kDSparkMergeWarps + (threadIdx.x >> 5);
   if (b < a.n_blocks) dspark_merge_block(a, x, b, threadIdx.x & 31);
 }
 
@@ -456,23 +453,21 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLa
   const uint64_t mix = reinterpret_cast<uintptr_t>(a.w2) | a.w2_stride | rb;
   l.shape.unit = pow2_unit(mix);
   l.shape.async_copy = l.shape.unit == 16 ? 1 : 0;
-  // The first of these tiles (rows x stages) that fits beside the rest. Measured on an H200
-  // (V 163840, R 256, BF16; 1 / 8 blocks, a chain): 192 x 2 257 / 591 us, 128 x 3 271 / 655,
-  // 128 x 2 270 / 647, 96 x 2 253 / 652: more warps a SM pay more than a third stage.
-  // DFSEL_DSPARK_TILE ("ROWSxSTAGES", rows a multiple of 16 up to 192, 2 or 3 stages) puts one
-  // first, to measure.
-  int tiles[10][2] = {{0, 0}, {192, 2}, {128, 3}, {128, 2}, {64, 3}, {64, 2}, {32, 3}, {32, 2}, {16, 3}, {16, 2}};
+  // The first tile of kDSparkTiles that fits beside the rest (kernels/policy.cuh).
+  // DFSEL_DSPARK_TILE ("ROWSxSTAGES", rows a multiple of 16 up to the largest, 2 or 3 stages)
+  // is tried first, to measure another.
+  DSparkTile asked{0, 0};
   if (const char* env = std::getenv("DFSEL_DSPARK_TILE")) {
     int rows = 0, stages = 0;
-    if (std::sscanf(env, "%dx%d", &rows, &stages) == 2 && rows >= 16 && rows <= kMaxPassWarps * 16 && rows % 16 == 0 &&
+    if (std::sscanf(env, "%dx%d", &rows, &stages) == 2 && rows >= 16 && rows <= kDSparkTiles[0].rows && rows % 16 == 0 &&
         (stages == 2 || stages == 3))
-      tiles[0][0] = rows, tiles[0][1] = stages;
+      asked = DSparkTile{rows, stages};
   }
   bool fits = false;
-  for (int i = 0; i < 10 && !fits; ++i) {
-    if (tiles[i][0] == 0) continue;
-    l.shape.tile_rows = tiles[i][0];
-    l.shape.stages = tiles[i][1];
+  for (int i = asked.rows ? -1 : 0; i < kDSparkTileCount && !fits; ++i) {
+    const DSparkTile tile = i < 0 ? asked : kDSparkTiles[i];
+    l.shape.tile_rows = tile.rows;
+    l.shape.stages = tile.stages;
     fits = dspark_pass_carve(l.shape, a.R8, a.max_blocks).total <= (size_t)optin;
   }
   if (!fits) return cudaErrorInvalidValue;
@@ -491,7 +486,7 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLa
 }
 
 cudaError_t dspark_begin(const DSparkChainArgs& a, cudaStream_t stream) {
-  dspark_begin_kernel<<<a.n_blocks, kBeginThreads, 0, stream>>>(a);
+  dspark_begin_kernel<<<a.n_blocks, kDSparkBeginThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -504,8 +499,8 @@ cudaError_t dspark_pass(const DSparkChainArgs& a, int32_t k, const DSparkPassLau
 
 cudaError_t dspark_merge(const DSparkChainArgs& a, int32_t x, cudaStream_t stream) {
   cudaLaunchAttribute attr[2];
-  const unsigned grid = (unsigned)((a.n_blocks + kMergeWarps - 1) / kMergeWarps);
-  const cudaLaunchConfig_t cfg = launch_config(dim3(grid), kMergeWarps * 32, 0, stream, 1, true, attr);
+  const unsigned grid = (unsigned)((a.n_blocks + kDSparkMergeWarps - 1) / kDSparkMergeWarps);
+  const cudaLaunchConfig_t cfg = launch_config(dim3(grid), kDSparkMergeWarps * 32, 0, stream, 1, true, attr);
   return cudaLaunchKernelEx(&cfg, dspark_merge_kernel, a, x);
 }
 

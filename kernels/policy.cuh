@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/common/dspark_args.cuh"
+
 namespace dfsel::cuda {
 
 // ---- What the step's kernels share: an SM ----
@@ -95,5 +97,27 @@ constexpr size_t kPushBudget = 32 * 1024;
 // Warps a CTA, one a record row pair or anchor. Not measured: the copy is small beside the
 // exchange.
 constexpr int kPackWarps = 8;
+
+// ---- the DSpark chain (kernels/dspark_chain.cu, kernels/block/dspark_*.cuh) ----
+
+// The pass's tiles (rows x stages), the first that fits the device's shared memory beside the
+// rest. One DSpark chain, V 163840, R 256, BF16, 1 / 8 blocks (2026-12-01, "DSpark on the CUDA
+// backend"): 192 x 2 256.5 / 590.7 us, 128 x 3 270.5 / 654.9, 128 x 2 269.6 / 646.8, 96 x 2
+// 252.5 / 652.1: more warps a SM paid more than a third stage. Two threads a row, so the largest
+// tile is the pass's largest CTA.
+struct DSparkTile {
+  int rows, stages;
+};
+constexpr DSparkTile kDSparkTiles[] = {{192, 2}, {128, 3}, {128, 2}, {64, 3}, {64, 2}, {32, 3}, {32, 2}, {16, 3}, {16, 2}};
+constexpr int kDSparkTileCount = (int)(sizeof(kDSparkTiles) / sizeof(kDSparkTiles[0]));
+static_assert(kDSparkTiles[0].rows * 2 <= kMaxPassWarps * 32, "the largest tile's CTA is within the pass's bounds");
+// Blocks a merge CTA serves (a warp each) and the threads of begin's CTA (one a block). Not
+// measured: each runs once a step or a run, beside the pass.
+constexpr int kDSparkMergeWarps = 8;
+constexpr int kDSparkBeginThreads = 256;
+// Loads a thread issues ahead: the pending blocks' last l a tile (the normaliser), and the last
+// CTA's CTA parts a lane. Not swept.
+constexpr int kDSparkNormAhead = 4;
+constexpr int kDSparkPartsAhead = 4;
 
 }  // namespace dfsel::cuda
