@@ -199,23 +199,8 @@ class CudaBackend final : public Backend {
     return Status::success();
   }
 
-  Status query(void* stream, bool* done) override {
-    DeviceGuard guard(desc_.device);
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    DFSEL_TRY(check_stream(st, desc_.device, false));
-    const cudaError_t e = cudaStreamQuery(st);
-    *done = e == cudaSuccess;
-    if (e != cudaSuccess && e != cudaErrorNotReady) return cuda_fail(e, "the plan's last run");
-    return Status::success();
-  }
-
-  Status wait(void* stream) override {
-    DeviceGuard guard(desc_.device);
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    DFSEL_TRY(check_stream(st, desc_.device, false));
-    DFSEL_CUDA_TRY(cudaStreamSynchronize(st), "the plan's last run");
-    return Status::success();
-  }
+  Status query(void* stream, bool* done) override { return query_run(static_cast<cudaStream_t>(stream), desc_.device, done); }
+  Status wait(void* stream) override { return wait_run(static_cast<cudaStream_t>(stream), desc_.device); }
 
   // What the completed run found on the device: an anchor id out of range.
   Status report() override {

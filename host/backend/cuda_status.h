@@ -60,4 +60,22 @@ class DeviceGuard {
   int prev_ = -1;
 };
 
+// Whether the work a plan enqueued on stream has completed (a failed stream is an error), and
+// the blocking wait for it: the query and wait of every CUDA backend.
+inline Status query_run(cudaStream_t st, int device, bool* done) {
+  DeviceGuard guard(device);
+  DFSEL_TRY(check_stream(st, device, false));
+  const cudaError_t e = cudaStreamQuery(st);
+  *done = e == cudaSuccess;
+  if (e != cudaSuccess && e != cudaErrorNotReady) return cuda_fail(e, "the plan's last run");
+  return Status::success();
+}
+
+inline Status wait_run(cudaStream_t st, int device) {
+  DeviceGuard guard(device);
+  DFSEL_TRY(check_stream(st, device, false));
+  DFSEL_CUDA_TRY(cudaStreamSynchronize(st), "the plan's last run");
+  return Status::success();
+}
+
 }  // namespace dfsel

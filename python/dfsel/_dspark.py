@@ -196,16 +196,7 @@ class DSparkPlan(Owned):
         return out
 
     def _stream(self, stream):
-        """The cudaStream_t of a run: None on the CPU backend (which has none), else `stream` or
-        the caller's current stream on the plan's device."""
-        if self.backend == "cpu":
-            if stream is not None:
-                raise Error(Status.INVALID_ARGUMENT, "stream = %r on a CPU plan, which runs on the calling thread "
-                            "and has no stream; leave stream unset" % (stream,))
-            return None
-        if stream is None:
-            return _streams.current(self._framework, self.device)
-        return _streams.handle(stream)
+        return _streams.for_run(self.backend, self._framework, self.device, stream)
 
     def check(self, stream=None, timeout_ms=-1):
         """Waits for the last run (at most timeout_ms; < 0: no limit) and raises dfsel.Error for

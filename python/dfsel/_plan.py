@@ -232,14 +232,7 @@ class Plan(Owned):
         return out
 
     def _stream(self, stream):
-        if self.backend == "cpu":
-            if stream is not None:
-                raise Error(Status.INVALID_ARGUMENT, "stream = %r on a CPU plan, which runs on the calling thread "
-                            "and has no stream; leave stream unset" % (stream,))
-            return None
-        if stream is None:
-            return _streams.current(self._anchor_fw, self.device)
-        return _streams.handle(stream)
+        return _streams.for_run(self.backend, self._anchor_fw, self.device, stream)
 
     # -- public -------------------------------------------------------------------------
     def outputs(self, n_blocks=None, *, want=("cand_ids", "unary", "scores", "q", "path", "n_emitted"),

@@ -14,9 +14,6 @@ def current(framework, device_index):
             return cupy.cuda.get_current_stream().ptr or None
     torch = sys.modules.get("torch")
     if torch is not None:
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return raw(device_index) or None
         return torch.cuda.current_stream(device_index).cuda_stream or None
     cupy = sys.modules.get("cupy")
     if cupy is not None:
@@ -37,3 +34,17 @@ def handle(stream, name="stream"):
         return stream.value
     raise Error(Status.INVALID_ARGUMENT, "%s = %r: expected an int cudaStream_t, a torch.cuda.Stream or "
                 "a CuPy stream" % (name, stream))
+
+
+def for_run(backend, framework, device_index, stream):
+    """The cudaStream_t of a plan's run or wait: None on the CPU backend (which has none; a
+    stream given there is refused), else `stream` or the caller's current stream on the plan's
+    device."""
+    if backend == "cpu":
+        if stream is not None:
+            raise Error(Status.INVALID_ARGUMENT, "stream = %r on a CPU plan, which runs on the calling thread "
+                        "and has no stream; leave stream unset" % (stream,))
+        return None
+    if stream is None:
+        return current(framework, device_index)
+    return handle(stream)
