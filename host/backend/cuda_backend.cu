@@ -68,21 +68,7 @@ class CudaBackend final : public Backend {
     DFSEL_TRY(sm_count(desc_.device, &num_sms_));
     DFSEL_CUDA_TRY(cuda::gate_device(desc_.device, &gate_dev_), "reading the device's attributes");
     c_ = carve(desc_, sh_, num_sms_);
-    if (desc_.workspace) {
-      if (desc_.workspace_bytes < c_.total)
-        return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
-                    desc_.workspace_bytes, c_.total);
-      if (reinterpret_cast<uintptr_t>(desc_.workspace) % 256 != 0)
-        return fail(DFSEL_INVALID_ARGUMENT, "workspace = %p is not aligned to 256 bytes", desc_.workspace);
-      base_ = static_cast<uint8_t*>(desc_.workspace);
-    } else {
-      DFSEL_CUDA_TRY(cudaMalloc(&owned_, c_.total), "cudaMalloc of the plan workspace");
-      base_ = static_cast<uint8_t*>(owned_);
-    }
-    // Counters must start at zero (the kernels leave them at zero after every run). The rest is
-    // zeroed too: the exchange copies whole record buffers, padding and rows that a step does
-    // not write included, and those bytes should be defined.
-    DFSEL_CUDA_TRY(cudaMemset(base_, 0, c_.total), "cudaMemset of the plan workspace");
+    DFSEL_TRY(device_workspace(desc_.workspace, desc_.workspace_bytes, c_.total, &owned_, &base_));
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");

@@ -125,21 +125,7 @@ class CudaDSpark final : public DSparkBackend {
     if (c_.total == SIZE_MAX)
       return fail(DFSEL_OUT_OF_MEMORY, "the DSpark workspace for config.max_blocks = %d does not fit the address space",
                   d_.config.max_blocks);
-    if (d_.workspace) {
-      if (d_.workspace_bytes < c_.total)
-        return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
-                    d_.workspace_bytes, c_.total);
-      if (reinterpret_cast<uintptr_t>(d_.workspace) % 256 != 0)
-        return fail(DFSEL_INVALID_ARGUMENT, "workspace = %p is not aligned to 256 bytes", d_.workspace);
-      base_ = static_cast<uint8_t*>(d_.workspace);
-    } else {
-      DFSEL_CUDA_TRY(cudaMalloc(&owned_, c_.total), "cudaMalloc of the plan workspace");
-      base_ = static_cast<uint8_t*>(owned_);
-    }
-    // The ticket and the error flags start at zero (the kernels leave the ticket so); the
-    // rest too, so that the record bytes an exchange copies and a step does not write are
-    // defined.
-    DFSEL_CUDA_TRY(cudaMemset(base_, 0, c_.total), "cudaMemset of the plan workspace");
+    DFSEL_TRY(device_workspace(d_.workspace, d_.workspace_bytes, c_.total, &owned_, &base_));
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     a_.send = base_ + c_.send;
     a_.recv = base_ + c_.recv;

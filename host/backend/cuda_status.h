@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "host/status.h"
 
@@ -75,6 +77,26 @@ inline Status wait_run(cudaStream_t st, int device) {
   DeviceGuard guard(device);
   DFSEL_TRY(check_stream(st, device, false));
   DFSEL_CUDA_TRY(cudaStreamSynchronize(st), "the plan's last run");
+  return Status::success();
+}
+
+// A CUDA plan's workspace on the current device: the caller's (at least `need` bytes, 256-byte
+// aligned) or one allocated into *owned, zeroed either way (the kernels' counters and flags
+// start at zero and leave them so; the record bytes an exchange copies and a step does not
+// write are defined).
+inline Status device_workspace(void* given, size_t given_bytes, size_t need, void** owned, uint8_t** base) {
+  if (given) {
+    if (given_bytes < need)
+      return fail(DFSEL_INVALID_ARGUMENT, "workspace_bytes = %zu is less than the %zu bytes this plan needs",
+                  given_bytes, need);
+    if (reinterpret_cast<uintptr_t>(given) % 256 != 0)
+      return fail(DFSEL_INVALID_ARGUMENT, "workspace = %p is not aligned to 256 bytes", given);
+    *base = static_cast<uint8_t*>(given);
+  } else {
+    DFSEL_CUDA_TRY(cudaMalloc(owned, need), "cudaMalloc of the plan workspace");
+    *base = static_cast<uint8_t*>(*owned);
+  }
+  DFSEL_CUDA_TRY(cudaMemset(*base, 0, need), "cudaMemset of the plan workspace");
   return Status::success();
 }
 
