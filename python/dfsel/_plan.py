@@ -232,7 +232,8 @@ class Plan(Owned):
         return out
 
     def _stream(self, stream):
-        return _streams.for_run(self.backend, self._anchor_fw, self.device, stream)
+        # The framework of the last run's anchors, else (before any run) of the weights.
+        return _streams.for_run(self.backend, getattr(self, "_anchor_fw", self._framework), self.device, stream)
 
     # -- public -------------------------------------------------------------------------
     def outputs(self, n_blocks=None, *, want=("cand_ids", "unary", "scores", "q", "path", "n_emitted"),
