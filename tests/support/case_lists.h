@@ -18,11 +18,32 @@ inline constexpr int64_t kShardTopKVocabs[] = {31040, 124160, 248320};
 inline constexpr int64_t kShardTopKMaxCheckedElements = 1024 * 31040;
 
 // One selector step, one GPU (bench/selector_step_bench.cu: SelectorStep; tests/gpu_selector_test.cu:
-// ManyBlocks): blocks of 16 tokens at K 16, R 256.
+// GpuSelectorManyBlocks): blocks of 16 tokens at K 16, R 256.
 inline constexpr int kSelectorStepBlocks[] = {1, 4, 16, 64};
 
-// The DSpark chain (bench/dspark_step_bench.cu: DSparkStep; tests/gpu_dspark_test.cu: RealisticSize):
-// V 163840, R 256, N 7, BF16 W1 and W2, F32 logits.
+// The kernels after the top-K alone at the step's shape (bench/lattice_bench.cu: Gate, GateTiles,
+// ScoreLattice; tests/gpu_lattice_test.cu: GpuGateMeasuredShapes, GpuLatticeMeasuredShapes):
+// K 16, R 256, n_embd 5120, blocks of 16 tokens, BF16 W_h and codebooks, F32 hidden.
+inline constexpr int kGateBlocks[] = {1, 16, 64};
+inline constexpr int kLatticeMaxBlocks = 16;  // ScoreLattice is timed at the gate's block counts up to this
+// The lattice at one block beside the plain greedy call: each variant as the benchmark names it
+// (the tail of ScoreLattice/tokens:16/vocab:248320/k:16/bf16).
+struct LatticeVariant {
+  const char* suffix;
+  int ranks;
+  bool sharded;
+  float temperature, p_min;
+  int max_cluster;  // 0: the largest the device holds
+};
+inline constexpr LatticeVariant kLatticeOneBlockVariants[] = {
+    {"/replicated/ranks:2", 2, false, 0.0f, 0.0f, 0},
+    {"/sharded/ranks:2", 2, true, 0.0f, 0.0f, 0},
+    {"/sampling", 1, false, 0.8f, 0.05f, 0},
+    {"/cluster:8", 1, false, 0.0f, 0.0f, 8},
+};
+
+// The DSpark chain (bench/dspark_step_bench.cu: DSparkStep; tests/gpu_dspark_test.cu:
+// GpuDSparkRealisticSize): V 163840, R 256, N 7, BF16 W1 and W2, F32 logits.
 inline constexpr int64_t kDSparkVocab = 163840;
 inline constexpr int kDSparkRank = 256, kDSparkDraft = 7;
 struct DSparkStepShape {
