@@ -18,12 +18,14 @@
 #include "bench_data.cuh"
 #include "bench_util.cuh"
 #include "dfsel/dspark.h"
+#include "tests/support/case_lists.h"
 
 namespace dfsel::bench {
 namespace {
 
-constexpr int64_t kVocab = 163840;
-constexpr int kRank = 256, kDraft = 7;
+// The chain's sizes and the shapes timed are the ones tests/gpu_dspark_test.cu checks.
+constexpr int64_t kVocab = cases::kDSparkVocab;
+constexpr int kRank = cases::kDSparkRank, kDraft = cases::kDSparkDraft;
 
 struct DSparkShape {
   int blocks;
@@ -265,16 +267,11 @@ void w2_read_floor(benchmark::State& state) {
 
 // Registered before main runs; nothing here touches the GPU.
 [[maybe_unused]] const bool registered = [] {
-  const DSparkShape shapes[] = {
-      {1, 1, 0.0f, 160.0},  // the figures to meet (one H200)
-      {8, 1, 0.0f, 180.0},
-      {1, 2, 0.0f, 175.0},
-      {4, 1, 0.0f, 0.0},
-      {1, 1, 0.8f, 0.0},
-      {8, 1, 0.8f, 0.0},
-  };
-  for (const DSparkShape& s : shapes)
+  // tests/support/case_lists.h: each shape with the figure to meet on one H200, where one is set.
+  for (const cases::DSparkStepShape& m : cases::kDSparkStepShapes) {
+    const DSparkShape s{m.blocks, m.ranks, m.temperature, m.target_us};
     benchmark::RegisterBenchmark(s.name("DSparkStep").c_str(), dspark_step, s)->UseManualTime()->Unit(benchmark::kMicrosecond);
+  }
   // Simulated ranks share one GPU, so every DSparkStep case reads the whole of W2 per step:
   // one floor serves them all.
   benchmark::RegisterBenchmark(("DSparkW2ReadFloor/vocab:" + std::to_string(kVocab) + "/r:" + std::to_string(kRank) +

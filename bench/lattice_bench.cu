@@ -14,6 +14,7 @@
 #include "kernels/gate.cuh"
 #include "kernels/pack_records.cuh"
 #include "kernels/score_lattice.cuh"
+#include "tests/support/case_lists.h"
 
 namespace dfsel::bench {
 namespace {
@@ -160,24 +161,19 @@ void lattice_bench(benchmark::State& state, LatticeCase lc) {
 }
 
 const bool registered = [] {
-  for (int blocks : {1, 16, 64}) {
+  // The block counts and lattice variants the lattice test also checks (tests/support/case_lists.h).
+  for (int blocks : cases::kGateBlocks) {
     const std::string shape = "/tokens:" + std::to_string(blocks * kBlock) + "/vocab:248320/k:16/bf16";
     benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks, -1, 0)
         ->UseManualTime()->Unit(benchmark::kMicrosecond);
-    if (blocks <= 16)
+    if (blocks <= cases::kLatticeMaxBlocks)
       benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, LatticeCase{blocks, 1, false, 0, 0, 0, false})
           ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
     if (blocks == 1) {
-      for (bool sharded : {false, true})
-        benchmark::RegisterBenchmark(("ScoreLattice" + shape + (sharded ? "/sharded" : "/replicated") + "/ranks:2").c_str(),
-                                     lattice_bench, LatticeCase{blocks, 2, sharded, 0, 0, 0, false})
+      for (const cases::LatticeVariant& v : cases::kLatticeOneBlockVariants)
+        benchmark::RegisterBenchmark(("ScoreLattice" + shape + v.suffix).c_str(), lattice_bench,
+                                     LatticeCase{blocks, v.ranks, v.sharded, v.temperature, v.p_min, v.max_cluster, false})
             ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("ScoreLattice" + shape + "/sampling").c_str(), lattice_bench,
-                                   LatticeCase{blocks, 1, false, 0.8f, 0.05f, 0, false})
-          ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("ScoreLattice" + shape + "/cluster:8").c_str(), lattice_bench,
-                                   LatticeCase{blocks, 1, false, 0, 0, 8, false})
-          ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("ScoreLattice" + shape + "/hot").c_str(), lattice_bench,
                                    LatticeCase{blocks, 1, false, 0, 0, 0, true})
           ->UseManualTime()->Iterations(200)->Unit(benchmark::kMicrosecond);

@@ -35,6 +35,7 @@
 #include "bench_util.cuh"
 #include "kernels/shard_topk.cuh"
 #include "step_setup.cuh"
+#include "tests/support/case_lists.h"
 
 namespace dfsel::bench {
 namespace {
@@ -446,10 +447,12 @@ void add(const char* family, void (*fn)(benchmark::State&, StepShape), const Ste
 }
 
 const bool registered = [] {
-  for (int blocks : {1, 4, 16, 64}) add("SelectorStep", selector_step, StepShape{blocks, 248320, 1, DFSEL_CODEBOOKS_REPLICATED});
+  // The block counts the selector test also checks (tests/support/case_lists.h).
+  for (int blocks : cases::kSelectorStepBlocks)
+    add("SelectorStep", selector_step, StepShape{blocks, 248320, 1, DFSEL_CODEBOOKS_REPLICATED});
   add("SelectorStep", selector_step, StepShape{1, 202048, 1, DFSEL_CODEBOOKS_REPLICATED});
   // Every output (llama.cpp's walker reads the packed rows), and BF16 logits.
-  for (int blocks : {1, 4, 16, 64}) {
+  for (int blocks : cases::kSelectorStepBlocks) {
     StepShape s{blocks, 248320, 1, DFSEL_CODEBOOKS_REPLICATED};
     s.all_outputs = true;
     add("SelectorStep", selector_step, s);

@@ -19,6 +19,7 @@
 #include "bench_util.cuh"
 #include "host/reference/cpu_reference.h"
 #include "kernels/shard_topk.cuh"
+#include "tests/support/case_lists.h"
 
 namespace dfsel::bench {
 namespace {
@@ -166,9 +167,9 @@ void add(const char* family, void (*fn)(benchmark::State&, Shape), const Shape& 
 
 // Registered before main runs; nothing here touches the GPU.
 [[maybe_unused]] const bool registered = [] {
-  const int64_t vocabs[] = {31040, 124160, 248320};
-  for (int32_t tokens : {1, 16, 256, 1024, 4096})
-    for (int64_t v : vocabs) add("ShardTopK", shard_topk_bench, {tokens, v, DFSEL_TYPE_F32, 16});
+  // The token and vocabulary grid the top-K test also checks (tests/support/case_lists.h).
+  for (int32_t tokens : cases::kShardTopKTokens)
+    for (int64_t v : cases::kShardTopKVocabs) add("ShardTopK", shard_topk_bench, {tokens, v, DFSEL_TYPE_F32, 16});
   add("ShardTopK", shard_topk_bench, {16, 124160, DFSEL_TYPE_BF16, 16});
   add("ShardTopK", shard_topk_bench, {1024, 248320, DFSEL_TYPE_BF16, 16});
   add("ShardTopK", shard_topk_bench, {16, 124160, DFSEL_TYPE_F32, 1});
@@ -196,8 +197,9 @@ void add(const char* family, void (*fn)(benchmark::State&, Shape), const Shape& 
       add("ShardTopKSplits", shard_topk_bench, s);
     }
   // The peers take milliseconds to seconds a call: the shapes of SPEC section 7 and a few more.
-  for (int32_t tokens : {1, 16, 256, 1024})
-    for (int64_t v : vocabs) add("CubSegmentedSortTopK", cub_bench, {tokens, v, DFSEL_TYPE_F32, 16});
+  for (int32_t tokens : cases::kShardTopKTokens)
+    for (int64_t v : cases::kShardTopKVocabs)
+      if (tokens <= 1024) add("CubSegmentedSortTopK", cub_bench, {tokens, v, DFSEL_TYPE_F32, 16});
   add("CubSegmentedSortTopK", cub_bench, {16, 124160, DFSEL_TYPE_BF16, 16});
   for (int32_t tokens : {1, 16, 256})
     for (int64_t v : {(int64_t)124160, (int64_t)248320}) add("HostTopK", host_bench, {tokens, v, DFSEL_TYPE_F32, 16});

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The DSpark chain on a CUDA machine: build dfsel_gpu_tests and dfsel_bench, run the DSpark GPU
-# tests (GpuDSpark.*), compute-sanitizer's four tools over GpuDSpark.SmallShapesForSanitizers,
-# the DSpark benchmarks (DSparkStep, DSparkW2ReadFloor) with Google Benchmark JSON out and,
-# where torch is importable, the Python GPU test and bench/python/bench_dspark.py; a short
-# table last. Exits non-zero when the build fails, a test fails, a sanitizer tool reports an
-# error (or runs no test, or runs out of time), or a benchmark case reports an error; with
-# --strict-targets also when a DSparkStep case is slower than its target_us.
+# tests (GpuDSpark*: the GpuDSpark suite and its parametrised suites), compute-sanitizer's four
+# tools over GpuDSpark.SmallShapesForSanitizers, the DSpark benchmarks (DSparkStep,
+# DSparkW2ReadFloor) with Google Benchmark JSON out and, where torch is importable, the Python
+# GPU test and bench/python/bench_dspark.py; a short table last. Exits non-zero when the build
+# fails, a test fails, a sanitizer tool reports an error (or runs no test, or runs out of time),
+# or a benchmark case reports an error; with --strict-targets also when a DSparkStep case is
+# slower than its target_us.
 # Tests and sanitizer runs have DFSEL_REQUIRE_GPU=1: a machine whose GPU does not work fails.
 #
 #   scripts/dspark-gpu-check.sh [--build DIR] [--out DIR] [--skip-python] [--strict-targets]
@@ -47,7 +48,7 @@ note "build ok in $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
 
 export DFSEL_REQUIRE_GPU=1
-"./$build/tests/dfsel_gpu_tests" --gtest_filter='GpuDSpark.*' --gtest_output=xml:"$out/gpu-dspark-tests.xml" \
+"./$build/tests/dfsel_gpu_tests" --gtest_filter='GpuDSpark*' --gtest_output=xml:"$out/gpu-dspark-tests.xml" \
   >"$out/gpu-dspark-tests.log" 2>&1
 rc=$?
 note "GpuDSpark tests rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/gpu-dspark-tests.log" | tr '\n' ' ')"

@@ -129,28 +129,32 @@ TEST(CpuBackend, BitwiseTheReferenceOnSpecialValues) {
       }
 }
 
-// Rows sorted ascending make every element a new candidate; descending, none after the first K.
-TEST(CpuBackend, SortedRowsAndRowsShorterThanAFilterBlock) {
+// Rows sorted ascending make every element a new candidate; descending, none after the first K;
+// each at row lengths below, at and past a filter block.
+class CpuBackendSortedRows : public testing::TestWithParam<int64_t> {};
+TEST_P(CpuBackendSortedRows, AndRowsShorterThanAFilterBlock) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int64_t V : {1, 5, 31, 32, 33, 64, 65, 1000})
-    for (int order = -1; order <= 1; ++order) {
-      Case c;
-      c.V = V;
-      c.K = (int)std::min<int64_t>(V, 16);
-      const uint64_t data_seed = rng();
-      Data d = make_data(c, data_seed);
-      const int64_t n_tokens = (int64_t)c.blocks * c.block;
-      for (int64_t t = 0; t < n_tokens && order != 0; ++t)
-        for (int64_t v = 0; v < V; ++v)
-          store_elem(d.logits.data() + t * d.logits_nb1, (size_t)v, c.logits_t, (float)(order * v) * 0.25f);
-      SCOPED_TRACE(c.str() + " order=" + std::to_string(order));
-      RunOpts r;
-      r.edit_desc = threads<2>;
-      expect_data_bitwise(c, d, r);
-    }
+  const int64_t V = GetParam();
+  for (int order = -1; order <= 1; ++order) {
+    Case c;
+    c.V = V;
+    c.K = (int)std::min<int64_t>(V, 16);
+    const uint64_t data_seed = rng();
+    Data d = make_data(c, data_seed);
+    const int64_t n_tokens = (int64_t)c.blocks * c.block;
+    for (int64_t t = 0; t < n_tokens && order != 0; ++t)
+      for (int64_t v = 0; v < V; ++v)
+        store_elem(d.logits.data() + t * d.logits_nb1, (size_t)v, c.logits_t, (float)(order * v) * 0.25f);
+    SCOPED_TRACE(c.str() + " order=" + std::to_string(order));
+    RunOpts r;
+    r.edit_desc = threads<2>;
+    expect_data_bitwise(c, d, r);
+  }
 }
+INSTANTIATE_TEST_SUITE_P(, CpuBackendSortedRows, testing::Values(1, 5, 31, 32, 33, 64, 65, 1000),
+                         [](const testing::TestParamInfo<int64_t>& info) { return "V" + std::to_string(info.param); });
 
 TEST(CpuBackend, EveryWorkerCountGivesBitwiseTheSameResult) {
   const uint64_t seed = fresh_seed();

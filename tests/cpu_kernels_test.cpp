@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "host/backend/cpu_simd.h"
@@ -23,53 +25,61 @@ std::vector<float> randoms(size_t n, std::mt19937_64& rng) {
   return v;
 }
 
-TEST(CpuKernels, GateIsTheReferenceWithAndWithoutVectors) {
+// R below, at, past and a multiple of the gate's lane count; n_embd and rows drawn from the seed.
+class CpuKernelsGate : public testing::TestWithParam<int32_t> {};
+TEST_P(CpuKernelsGate, IsTheReferenceWithAndWithoutVectors) {
   if (!cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA: only the plain loops exist here";
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int32_t R : {1, 31, 32, 33, 256}) {
-    const int64_t E = 1 + rng() % 700;
-    const int32_t rows = 1 + rng() % 7;
-    const std::vector<float> w = randoms((size_t)R * E, rng), h = randoms((size_t)rows * E, rng);
-    const dfsel_tensor wt = make_matrix(w.data(), DFSEL_TYPE_F32, E, R, E * 4);
-    const dfsel_tensor ht = make_matrix(h.data(), DFSEL_TYPE_F32, E, rows, E * 4);
-    std::vector<float> want((size_t)rows * R);
-    ref::gate(wt, ht, RowMap{1, 1, 0}, rows, want.data());
-    for (bool simd : {false, true}) {
-      GateWeights gw;
-      prepare_gate(wt, simd, &gw);
-      std::vector<float> g((size_t)rows * gw.rp, -1.0f);
-      for (int32_t c = 0; c < gw.rp / kGateLanes; ++c) gate_chunk(gw, h.data(), 0, rows, c, g.data());
-      for (int32_t s = 0; s < rows; ++s)
-        ASSERT_EQ(std::memcmp(&g[(size_t)s * gw.rp], &want[(size_t)s * R], (size_t)R * 4), 0)
-            << "R=" << R << " E=" << E << " row " << s << " simd=" << simd;
-    }
+  const int32_t R = GetParam();
+  const int64_t E = 1 + rng() % 700;
+  const int32_t rows = 1 + rng() % 7;
+  const std::vector<float> w = randoms((size_t)R * E, rng), h = randoms((size_t)rows * E, rng);
+  const dfsel_tensor wt = make_matrix(w.data(), DFSEL_TYPE_F32, E, R, E * 4);
+  const dfsel_tensor ht = make_matrix(h.data(), DFSEL_TYPE_F32, E, rows, E * 4);
+  std::vector<float> want((size_t)rows * R);
+  ref::gate(wt, ht, RowMap{1, 1, 0}, rows, want.data());
+  for (bool simd : {false, true}) {
+    GateWeights gw;
+    prepare_gate(wt, simd, &gw);
+    std::vector<float> g((size_t)rows * gw.rp, -1.0f);
+    for (int32_t c = 0; c < gw.rp / kGateLanes; ++c) gate_chunk(gw, h.data(), 0, rows, c, g.data());
+    for (int32_t s = 0; s < rows; ++s)
+      ASSERT_EQ(std::memcmp(&g[(size_t)s * gw.rp], &want[(size_t)s * R], (size_t)R * 4), 0)
+          << "R=" << R << " E=" << E << " row " << s << " simd=" << simd;
   }
 }
+INSTANTIATE_TEST_SUITE_P(, CpuKernelsGate, testing::Values(1, 31, 32, 33, 256),
+                         [](const testing::TestParamInfo<int32_t>& info) { return "R" + std::to_string(info.param); });
 
-TEST(CpuKernels, LatticeIsTheReferenceWithAndWithoutVectors) {
+// K below, at and past a 16-lane chunk of the transposed rows, at three R.
+class CpuKernelsLattice : public testing::TestWithParam<std::tuple<int32_t, int32_t>> {};
+TEST_P(CpuKernelsLattice, IsTheReferenceWithAndWithoutVectors) {
   if (!cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA: only the plain loops exist here";
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int32_t K : {1, 7, 16, 17, 64})
-    for (int32_t R : {1, 33, 256}) {
-      const int32_t kp = (K + 15) / 16 * 16;
-      const std::vector<float> ep = randoms((size_t)K * R, rng), en = randoms((size_t)K * R, rng),
-                               g = randoms(R, rng), u = randoms(K, rng);
-      std::vector<float> en_t((size_t)R * kp, 0.0f), t((size_t)4 * R);
-      for (int32_t j = 0; j < K; ++j)
-        for (int32_t r = 0; r < R; ++r) en_t[(size_t)r * kp + j] = en[(size_t)j * R + r];
-      std::vector<float> want((size_t)K * K);
-      ref::score_lattice(ep.data(), K, g.data(), en.data(), u.data(), K, R, want.data());
-      for (bool simd : {false, true}) {
-        std::vector<float> s((size_t)K * K, -1.0f);
-        lattice_rows(ep.data(), K, g.data(), en_t.data(), kp, u.data(), K, R, simd, t.data(), s.data());
-        ASSERT_EQ(std::memcmp(s.data(), want.data(), s.size() * 4), 0) << "K=" << K << " R=" << R << " simd=" << simd;
-      }
-    }
+  const auto [K, R] = GetParam();
+  const int32_t kp = (K + 15) / 16 * 16;
+  const std::vector<float> ep = randoms((size_t)K * R, rng), en = randoms((size_t)K * R, rng),
+                           g = randoms(R, rng), u = randoms(K, rng);
+  std::vector<float> en_t((size_t)R * kp, 0.0f), t((size_t)4 * R);
+  for (int32_t j = 0; j < K; ++j)
+    for (int32_t r = 0; r < R; ++r) en_t[(size_t)r * kp + j] = en[(size_t)j * R + r];
+  std::vector<float> want((size_t)K * K);
+  ref::score_lattice(ep.data(), K, g.data(), en.data(), u.data(), K, R, want.data());
+  for (bool simd : {false, true}) {
+    std::vector<float> s((size_t)K * K, -1.0f);
+    lattice_rows(ep.data(), K, g.data(), en_t.data(), kp, u.data(), K, R, simd, t.data(), s.data());
+    ASSERT_EQ(std::memcmp(s.data(), want.data(), s.size() * 4), 0) << "K=" << K << " R=" << R << " simd=" << simd;
+  }
 }
+INSTANTIATE_TEST_SUITE_P(, CpuKernelsLattice, testing::Combine(testing::Values(1, 7, 16, 17, 64), testing::Values(1, 33, 256)),
+                         [](const testing::TestParamInfo<std::tuple<int32_t, int32_t>>& info) {
+                           return "K" + std::to_string(std::get<0>(info.param)) + "_R" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 TEST(CpuKernels, TopKIsTheReferenceWithAndWithoutVectors) {
   const uint64_t seed = fresh_seed();

@@ -7,9 +7,13 @@
 // plans on one stream. Everything through the public C API; outputs poisoned before each run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
+#include <vector>
 
+#include "support/case_lists.h"
 #include "support/dspark_gpu.h"
 #include "support/dspark_problem.h"
 #include "support/gpu.cuh"
@@ -145,33 +149,61 @@ TEST(GpuDSpark, ShardCountsAndPlacementsGiveBitwiseTheSameResult) {
   }
 }
 
-// The sizes the chain runs at: V 163840, R 256, N 7, BF16 W1 and W2, F32 logits; 1 and 8
-// blocks, greedy and sampling, one rank and two.
-TEST(GpuDSpark, RealisticSize) {
+// The sizes the chain runs at (tests/support/case_lists.h: V 163840, R 256, N 7), BF16 W1 and
+// W2, F32 logits: 1 and 8 blocks, greedy and sampling, one rank and two, and every shape
+// DSparkStep times that this grid lacks.
+struct RealisticShape {
+  int blocks, ranks;
+  float temperature;
+};
+
+void PrintTo(const RealisticShape& s, std::ostream* os) {
+  *os << "blocks=" << s.blocks << " ranks=" << s.ranks << " T=" << s.temperature;
+}
+
+std::vector<RealisticShape> realistic_shapes() {
+  std::vector<RealisticShape> list;
+  for (int blocks : {1, 8})
+    for (float temperature : {0.0f, 0.8f})
+      for (int S : {1, 2}) list.push_back({blocks, S, temperature});
+  for (const cases::DSparkStepShape& m : cases::kDSparkStepShapes) {
+    const bool listed = std::any_of(list.begin(), list.end(), [&](const RealisticShape& x) {
+      return x.blocks == m.blocks && x.ranks == m.ranks && x.temperature == m.temperature;
+    });
+    if (!listed) list.push_back({m.blocks, m.ranks, m.temperature});
+  }
+  return list;
+}
+
+class GpuDSparkRealisticSize : public testing::TestWithParam<RealisticShape> {};
+TEST_P(GpuDSparkRealisticSize, BitwiseTheCpu) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int blocks : {1, 8}) {
-    DSparkCase c;
-    c.V = c.V_target = 163840;
-    c.R = 256;
-    c.N = 7;
-    c.blocks = blocks;
-    c.w1_t = c.w2_t = DFSEL_TYPE_BF16;
-    const uint64_t data_seed = rng();
-    const DSparkData d = make_dspark_data(c, data_seed);
-    for (float temperature : {0.0f, 0.8f})
-      for (int S : {1, 2}) {
-        DSparkRunOpts r;
-        if (S > 1) r.bounds = random_bounds(c.V, S, 1024, rng);
-        r.temperature = temperature;
-        r.seed = rng();
-        SCOPED_TRACE(describe(c, data_seed, r));
-        expect_bitwise_cpu(c, d, r);
-      }
-  }
+  const RealisticShape& s = GetParam();
+  DSparkCase c;
+  c.V = c.V_target = cases::kDSparkVocab;
+  c.R = cases::kDSparkRank;
+  c.N = cases::kDSparkDraft;
+  c.blocks = s.blocks;
+  c.w1_t = c.w2_t = DFSEL_TYPE_BF16;
+  const uint64_t data_seed = rng();
+  const DSparkData d = make_dspark_data(c, data_seed);
+  DSparkRunOpts r;
+  if (s.ranks > 1) r.bounds = random_bounds(c.V, s.ranks, 1024, rng);
+  r.temperature = s.temperature;
+  r.seed = rng();
+  SCOPED_TRACE(describe(c, data_seed, r));
+  expect_bitwise_cpu(c, d, r);
 }
+// Temperature in tenths: T8 is 0.8, T0 greedy.
+INSTANTIATE_TEST_SUITE_P(, GpuDSparkRealisticSize, testing::ValuesIn(realistic_shapes()),
+                         [](const testing::TestParamInfo<RealisticShape>& info) {
+                           const RealisticShape& s = info.param;
+                           return "blocks" + std::to_string(s.blocks) + "_ranks" + std::to_string(s.ranks) + "_T" +
+                                  std::to_string((int)std::lround(s.temperature * 10));
+                         });
 
 // One chain captured in a CUDA graph on the plans' stream and replayed after new logits,
 // hidden rows and anchors are written into the same device buffers: each replay is bitwise

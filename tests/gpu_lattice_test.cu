@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "kernels/gate.cuh"
 #include "kernels/pack_records.cuh"
 #include "kernels/score_lattice.cuh"
+#include "support/case_lists.h"
 #include "support/gpu.cuh"
 #include "support/problem.h"
 
@@ -174,6 +176,19 @@ TEST(GpuGate, EveryTileAndSplitMatchesReference) {
     for (int tile = 0; tile < cuda::kGateTiles; ++tile)
       for (int split : {1, 2, 16}) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false, tile, split));
 }
+
+// The shapes Gate times (tests/support/case_lists.h): n_embd 5120, R 256, BF16 W_h, F32 hidden,
+// blocks of 16 tokens; the plan's own tile and split.
+class GpuGateMeasuredShapes : public testing::TestWithParam<int> {};
+TEST_P(GpuGateMeasuredShapes, MatchesReference) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const GateCase c = {5120, 256, DFSEL_TYPE_BF16, DFSEL_TYPE_F32, GetParam(), 16, 0, 0};
+  ASSERT_NO_FATAL_FAILURE(check_gate(c, seed, false));
+}
+INSTANTIATE_TEST_SUITE_P(, GpuGateMeasuredShapes, testing::ValuesIn(cases::kGateBlocks),
+                         [](const testing::TestParamInfo<int>& info) { return "blocks" + std::to_string(info.param); });
 
 // The gate's paths at sanitizer sizes: each W_h and hidden type, 16-byte and element loads,
 // each tile, with and without an n_embd split over a cluster.
@@ -524,34 +539,98 @@ void run_and_compare(const Problem& pb, int S, bool sharded, std::mt19937_64& rn
   ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, sharded), pb.anchors), *out, pb.anchors));
 }
 
-TEST(GpuLattice, MatchesReferenceAcrossShardsPlacementsAndTypes) {
-  DFSEL_REQUIRE_GPUS(1);
+// Every K bucket, R 32 and 256, every codebook type, under one of four modes (greedy, p_min
+// with softcap and scale, sampling, both) that turns with the case; each case on 1, 2, 3 and 8
+// ranks in both placements, every one bitwise one replicated rank.
+struct LatticeCase {
+  int K, R;
+  dfsel_type cb;
+  Mode mode;
+};
+
+void PrintTo(const LatticeCase& c, std::ostream* os) {
+  *os << "K=" << c.K << " R=" << c.R << " cb=" << dfsel_type_name(c.cb) << " T=" << c.mode.temperature
+      << " p_min=" << c.mode.p_min << " softcap=" << c.mode.softcap << " scale=" << c.mode.scale;
+}
+
+std::vector<LatticeCase> shard_placement_type_cases() {
   const Mode modes[] = {{0.0f, 0.0f, 0.0f, 1.0f}, {0.0f, 0.2f, 30.0f, 1.5f},
                         {0.8f, 0.0f, 0.0f, 1.0f}, {1.3f, 0.1f, 20.0f, 0.7f}};
   const int ks[] = {1, 8, 16, 64}, rs[] = {32, 256};
+  std::vector<LatticeCase> list;
+  for (int ki = 0; ki < 4; ++ki)
+    for (int ri = 0; ri < 2; ++ri)
+      for (int ti = 0; ti < 4; ++ti) list.push_back({ks[ki], rs[ri], kCbTypes[ti], modes[(ki + 2 * ri + ti) % 4]});
+  return list;
+}
+
+class GpuLatticeShardsPlacementsAndTypes : public testing::TestWithParam<LatticeCase> {};
+TEST_P(GpuLatticeShardsPlacementsAndTypes, MatchesReference) {
+  DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int ki = 0; ki < 4; ++ki)
-    for (int ri = 0; ri < 2; ++ri)
-      for (int ti = 0; ti < 4; ++ti) {
-        const Mode m = modes[(ki + 2 * ri + ti) % 4];
-        const bool small = rs[ri] == 32;  // block 16 with K = 64 reads its q rows back from the workspace
-        const Problem pb = make_problem(ks[ki], rs[ri], kCbTypes[ti], small ? 3 : 2, small ? 6 : 16, m, rng());
-        DevOut base;
-        for (int S : {1, 2, 3, 8})
-          for (bool sharded : {false, true}) {
-            SCOPED_TRACE("K=" + std::to_string(pb.K) + " R=" + std::to_string(pb.R) + " cb=" +
-                         dfsel_type_name(pb.cb) + " S=" + std::to_string(S) + (sharded ? " sharded" : " replicated") +
-                         " T=" + std::to_string(m.temperature) + " p_min=" + std::to_string(m.p_min) +
-                         " softcap=" + std::to_string(m.softcap));
-            DevOut out;
-            ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, S, sharded, rng, &out));
-            if (S == 1 && !sharded) base = out;
-            else expect_bitwise(out, base);
-          }
-      }
+  const LatticeCase& lc = GetParam();
+  const Mode m = lc.mode;
+  const bool small = lc.R == 32;  // block 16 with K = 64 reads its q rows back from the workspace
+  const Problem pb = make_problem(lc.K, lc.R, lc.cb, small ? 3 : 2, small ? 6 : 16, m, rng());
+  DevOut base;
+  for (int S : {1, 2, 3, 8})
+    for (bool sharded : {false, true}) {
+      SCOPED_TRACE("K=" + std::to_string(pb.K) + " R=" + std::to_string(pb.R) + " cb=" + dfsel_type_name(pb.cb) +
+                   " S=" + std::to_string(S) + (sharded ? " sharded" : " replicated") +
+                   " T=" + std::to_string(m.temperature) + " p_min=" + std::to_string(m.p_min) +
+                   " softcap=" + std::to_string(m.softcap));
+      DevOut out;
+      ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, S, sharded, rng, &out));
+      if (S == 1 && !sharded) base = out;
+      else expect_bitwise(out, base);
+    }
 }
+INSTANTIATE_TEST_SUITE_P(, GpuLatticeShardsPlacementsAndTypes, testing::ValuesIn(shard_placement_type_cases()),
+                         [](const testing::TestParamInfo<LatticeCase>& info) {
+                           const LatticeCase& c = info.param;
+                           return "K" + std::to_string(c.K) + "_R" + std::to_string(c.R) + "_" + dfsel_type_name(c.cb);
+                         });
+
+// The shapes ScoreLattice times (tests/support/case_lists.h): K 16, R 256, BF16 codebooks,
+// blocks of 16 tokens; greedy on one rank at each block count, and at one block each variant
+// the benchmark times beside it.
+struct MeasuredLattice {
+  int blocks;
+  cases::LatticeVariant v;
+};
+
+void PrintTo(const MeasuredLattice& c, std::ostream* os) { *os << "blocks=" << c.blocks << " " << c.v.suffix; }
+
+std::vector<MeasuredLattice> measured_lattice_cases() {
+  std::vector<MeasuredLattice> list;
+  for (int blocks : cases::kGateBlocks)
+    if (blocks <= cases::kLatticeMaxBlocks) list.push_back({blocks, {"", 1, false, 0.0f, 0.0f, 0}});
+  for (const cases::LatticeVariant& v : cases::kLatticeOneBlockVariants) list.push_back({1, v});
+  return list;
+}
+
+class GpuLatticeMeasuredShapes : public testing::TestWithParam<MeasuredLattice> {};
+TEST_P(GpuLatticeMeasuredShapes, MatchesReference) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const MeasuredLattice& c = GetParam();
+  Problem pb = make_problem(16, 256, DFSEL_TYPE_BF16, c.blocks, 16, Mode{c.v.temperature, c.v.p_min, 0, 1}, rng());
+  pb.max_cluster = c.v.max_cluster;
+  DevOut out;
+  ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, c.v.ranks, c.v.sharded, rng, &out));
+}
+// "blocks1_sharded_ranks_2" for ScoreLattice/.../sharded/ranks:2 at one block.
+INSTANTIATE_TEST_SUITE_P(, GpuLatticeMeasuredShapes, testing::ValuesIn(measured_lattice_cases()),
+                         [](const testing::TestParamInfo<MeasuredLattice>& info) {
+                           std::string n = "blocks" + std::to_string(info.param.blocks) + info.param.v.suffix;
+                           for (char& ch : n)
+                             if (!std::isalnum((unsigned char)ch)) ch = '_';
+                           return n;
+                         });
 
 // Every way the lattice stages codebook rows: copied by the threads when a replicated row is
 // not a multiple of 16 bytes (R = 17, 30, and 20 for 2-byte rows), in bulk when it is; R not a multiple of 16 ends the last k-step inside a row; with three ranks the
@@ -602,49 +681,64 @@ TEST(GpuLattice, AnchorOutOfRangeFlagsTheBlockAndEmitsNothing) {
     }
 }
 
-TEST(GpuLattice, LaunchesAndGraphReplaysRepeat) {
+class GpuLatticeRepeats : public testing::TestWithParam<int> {};
+TEST_P(GpuLatticeRepeats, LaunchesAndGraphReplays) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int K : {16, 64}) {
-    const Problem pb = make_problem(K, 256, DFSEL_TYPE_BF16, 4, 16, Mode{0.9f, 0.05f, 0, 1}, rng());
-    const auto bounds = bounds_for(pb, 3, rng);
-    std::vector<std::vector<uint8_t>> sends;
-    DevOut once, again, replay;
-    ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds, true, pb.anchors, &sends, &once));
-    ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds, true, pb.anchors, &sends, &again, 0, 3));
-    ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds, true, pb.anchors, &sends, &replay, 0, 3, true));
-    ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, true), pb.anchors), once, pb.anchors));
-    expect_bitwise(again, once);
-    expect_bitwise(replay, once);
-  }
+  const Problem pb = make_problem(GetParam(), 256, DFSEL_TYPE_BF16, 4, 16, Mode{0.9f, 0.05f, 0, 1}, rng());
+  const auto bounds = bounds_for(pb, 3, rng);
+  std::vector<std::vector<uint8_t>> sends;
+  DevOut once, again, replay;
+  ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds, true, pb.anchors, &sends, &once));
+  ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds, true, pb.anchors, &sends, &again, 0, 3));
+  ASSERT_NO_FATAL_FAILURE(run_lattice(pb, bounds, true, pb.anchors, &sends, &replay, 0, 3, true));
+  ASSERT_NO_FATAL_FAILURE(compare(pb, expect(pb, sends, layout_of(pb, true), pb.anchors), once, pb.anchors));
+  expect_bitwise(again, once);
+  expect_bitwise(replay, once);
 }
+INSTANTIATE_TEST_SUITE_P(, GpuLatticeRepeats, testing::Values(16, 64),
+                         [](const testing::TestParamInfo<int>& info) { return "K" + std::to_string(info.param); });
 
 // Blocks longer than a cluster: each CTA takes several positions. L = 39 (K 16) pushes the
 // choices to the walker but not the q rows; L = 79 at K = 64 leaves both in the workspace, and
 // the walker stages the choices in two chunks. Every cluster size gives the same bits.
-TEST(GpuLattice, LongBlocksAndEveryClusterSize) {
+struct LongBlock {
+  int K, block;
+  float temperature;
+};
+
+void PrintTo(const LongBlock& c, std::ostream* os) { *os << "K=" << c.K << " block=" << c.block << " T=" << c.temperature; }
+
+constexpr LongBlock kLongBlocks[] = {{16, 40, 0.0f}, {16, 40, 0.9f}, {64, 80, 0.0f}, {64, 80, 0.9f}};
+
+class GpuLatticeLongBlocks : public testing::TestWithParam<LongBlock> {};
+TEST_P(GpuLatticeLongBlocks, EveryClusterSize) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  struct Shape { int K, block; };
-  for (Shape sh : {Shape{16, 40}, Shape{64, 80}})
-    for (float temperature : {0.0f, 0.9f}) {
-      Problem pb = make_problem(sh.K, 64, DFSEL_TYPE_BF16, 2, sh.block, Mode{temperature, 0.02f, 0, 1}, rng());
-      DevOut base;
-      for (int cluster : {0, 1, 3, 8}) {
-        SCOPED_TRACE("K=" + std::to_string(sh.K) + " block=" + std::to_string(sh.block) + " T=" +
-                     std::to_string(temperature) + " max_cluster=" + std::to_string(cluster));
-        pb.max_cluster = cluster;
-        DevOut out;
-        ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 2, cluster % 2 == 1, rng, &out));
-        if (cluster == 0) base = out;
-        else expect_bitwise(out, base);
-      }
-    }
+  const LongBlock& lb = GetParam();
+  Problem pb = make_problem(lb.K, 64, DFSEL_TYPE_BF16, 2, lb.block, Mode{lb.temperature, 0.02f, 0, 1}, rng());
+  DevOut base;
+  for (int cluster : {0, 1, 3, 8}) {
+    SCOPED_TRACE("K=" + std::to_string(lb.K) + " block=" + std::to_string(lb.block) + " T=" +
+                 std::to_string(lb.temperature) + " max_cluster=" + std::to_string(cluster));
+    pb.max_cluster = cluster;
+    DevOut out;
+    ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, 2, cluster % 2 == 1, rng, &out));
+    if (cluster == 0) base = out;
+    else expect_bitwise(out, base);
+  }
 }
+// Temperature in tenths: T9 is 0.9.
+INSTANTIATE_TEST_SUITE_P(, GpuLatticeLongBlocks, testing::ValuesIn(kLongBlocks),
+                         [](const testing::TestParamInfo<LongBlock>& info) {
+                           const LongBlock& c = info.param;
+                           return "K" + std::to_string(c.K) + "_block" + std::to_string(c.block) + "_T" +
+                                  std::to_string((int)std::lround(c.temperature * 10));
+                         });
 
 // Codebooks whose rows are not 16-byte aligned are copied by the threads, 2 or 4 bytes a load,
 // with the same results as aligned ones.

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
 #include "kernels/shard_topk.cuh"
+#include "support/case_lists.h"
 #include "support/compare.h"
 #include "support/gpu.cuh"
 #include "support/problem.h"
@@ -84,16 +86,18 @@ TEST(GpuSelector, MatchesCpuOnRandomShapes) {
   }
 }
 
-TEST(GpuSelector, ManyBlocks) {
+// The block counts SelectorStep times (tests/support/case_lists.h), at the model's K, R and
+// block length on a smaller vocabulary shard and n_embd.
+class GpuSelectorManyBlocks : public testing::TestWithParam<int> {};
+TEST_P(GpuSelectorManyBlocks, MatchesCpu) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int blocks : {16, 64}) {
-    const Case c = model_case(31040, 512, blocks);
-    expect_gpu_matches_cpu(c, rng(), Variant{});
-  }
+  expect_gpu_matches_cpu(model_case(31040, 512, GetParam()), rng(), Variant{});
 }
+INSTANTIATE_TEST_SUITE_P(, GpuSelectorManyBlocks, testing::ValuesIn(cases::kSelectorStepBlocks),
+                         [](const testing::TestParamInfo<int>& info) { return "blocks" + std::to_string(info.param); });
 
 TEST(GpuSelector, SpecialValues) {
   DFSEL_REQUIRE_GPUS(1);
@@ -167,25 +171,44 @@ TEST(GpuSelector, ShardCountsGiveBitwiseTheSameResult) {
     }
 }
 
-TEST(GpuSelector, WalksSamplingAndPMin) {
+// Six walks: sampling at three temperatures, greedy at three p_min cuts; K 8 and 16 by turns.
+struct Walk {
+  int K;
+  float temperature, p_min;
+};
+
+constexpr Walk kWalks[] = {{8, 0.5f, 0.0f}, {16, 1.5f, 0.0f}, {8, 2.5f, 0.0f},
+                           {16, 0.0f, 0.1f}, {8, 0.0f, 0.2f}, {16, 0.0f, 0.3f}};
+
+void PrintTo(const Walk& w, std::ostream* os) {
+  *os << "K=" << w.K << " T=" << w.temperature << " p_min=" << w.p_min;
+}
+
+class GpuSelectorWalks : public testing::TestWithParam<Walk> {};
+TEST_P(GpuSelectorWalks, SamplingAndPMinMatchCpu) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int i = 0; i < 6; ++i) {
-    Case c;
-    c.V = 31040;
-    c.K = i % 2 ? 16 : 8;
-    c.R = 64;
-    c.E = 512;
-    c.block = 16;
-    c.blocks = 8;
-    Variant v;
-    v.temperature = i < 3 ? 0.5f + i : 0.0f;
-    v.p_min = i >= 3 ? 0.1f * (i - 2) : 0.0f;
-    expect_gpu_matches_cpu(c, rng(), v);
-  }
+  const Walk& w = GetParam();
+  Case c;
+  c.V = 31040;
+  c.K = w.K;
+  c.R = 64;
+  c.E = 512;
+  c.block = 16;
+  c.blocks = 8;
+  Variant v;
+  v.temperature = w.temperature;
+  v.p_min = w.p_min;
+  expect_gpu_matches_cpu(c, rng(), v);
 }
+// Names in tenths: T5 is temperature 0.5, p_min1 is p_min 0.1.
+INSTANTIATE_TEST_SUITE_P(, GpuSelectorWalks, testing::ValuesIn(kWalks), [](const testing::TestParamInfo<Walk>& info) {
+  const Walk& w = info.param;
+  return "K" + std::to_string(w.K) + "_T" + std::to_string((int)std::lround(w.temperature * 10)) + "_p_min" +
+         std::to_string((int)std::lround(w.p_min * 10));
+});
 
 TEST(GpuSelector, OutOfRangeAnchorIsReported) {
   DFSEL_REQUIRE_GPUS(1);

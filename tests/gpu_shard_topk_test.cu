@@ -15,6 +15,7 @@
 #include "host/reference/cpu_reference.h"
 #include "kernels/common/numeric.cuh"
 #include "kernels/shard_topk.cuh"
+#include "support/case_lists.h"
 #include "support/gpu.cuh"
 #include "support/problem.h"
 
@@ -238,13 +239,46 @@ void expect_matches_reference(const TopKCase& c, uint64_t seed) {
   }
 }
 
+// One case of a fixed list run as a parametrised test: the case, what its seed is offset by
+// (so that DFSEL_TEST_SEED and the case's name replay it), and its name in GoogleTest's
+// alphabet (letters, digits, '_').
+struct NamedCase {
+  TopKCase c;
+  uint64_t salt = 0;
+  std::string name;
+};
+
+std::string case_name(const testing::TestParamInfo<NamedCase>& info) { return info.param.name; }
+
+// What GoogleTest prints for a parameter (the default would dump the struct's bytes).
+void PrintTo(const NamedCase& n, std::ostream* os) { *os << n.name << " (" << n.c.str() << ")"; }
+
+std::string fill_id(Fill f) {
+  std::string n = fill_name(f);
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+}
+
+// The body of every parametrised case: a fresh seed (traced), offset as the case says.
+void run_named_case(const NamedCase& n) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  expect_matches_reference(n.c, seed + n.salt);
+}
+
+// The measured shapes of the benchmark (tests/support/case_lists.h) up to the size the host
+// reference checks quickly, then the edges: one row of 1000 columns, rows that are not a power
+// of two, many short rows.
 TEST(GpuShardTopK, RowsAndColumns) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   struct Shape { int32_t rows; int64_t cols; };
-  const Shape shapes[] = {{1, 1000},   {1, 248320},  {7, 124160},   {16, 124160}, {16, 248320},
-                          {64, 31040}, {256, 31040}, {256, 124160}, {1024, 1000}, {1024, 31040}};
+  std::vector<Shape> shapes;
+  for (int32_t rows : cases::kShardTopKTokens)
+    for (int64_t cols : cases::kShardTopKVocabs)
+      if ((int64_t)rows * cols <= cases::kShardTopKMaxCheckedElements) shapes.push_back({rows, cols});
+  for (const Shape& edge : {Shape{1, 1000}, Shape{7, 124160}, Shape{64, 31040}, Shape{1024, 1000}}) shapes.push_back(edge);
   for (const Shape& s : shapes) {
     TopKCase c;
     c.n_rows = s.rows;
@@ -253,10 +287,9 @@ TEST(GpuShardTopK, RowsAndColumns) {
   }
 }
 
-TEST(GpuShardTopK, EveryKAndType) {
-  DFSEL_REQUIRE_GPUS(1);
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+// Every element type and K bucket, at a row of K columns, a short row and a long one.
+std::vector<NamedCase> every_k_and_type() {
+  std::vector<NamedCase> list;
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (int32_t k : {1, 8, 16, 33, 64})
       for (int64_t cols : {(int64_t)k, (int64_t)1000, (int64_t)124160}) {
@@ -265,9 +298,18 @@ TEST(GpuShardTopK, EveryKAndType) {
         c.k = k;
         c.n_cols = cols;
         c.n_rows = cols > 100000 ? 16 : 7;
-        expect_matches_reference(c, seed + k * 31 + cols + t);
+        list.push_back({c, (uint64_t)(k * 31 + cols + t),
+                        std::string(dfsel_type_name(t)) + "_k" + std::to_string(k) + "_cols" + std::to_string(cols)});
       }
+  return list;
 }
+
+class GpuShardTopKEveryKAndType : public testing::TestWithParam<NamedCase> {};
+TEST_P(GpuShardTopKEveryKAndType, MatchesReference) {
+  DFSEL_REQUIRE_GPUS(1);
+  run_named_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(, GpuShardTopKEveryKAndType, testing::ValuesIn(every_k_and_type()), case_name);
 
 TEST(GpuShardTopK, SpecialValues) {
   DFSEL_REQUIRE_GPUS(1);
@@ -287,10 +329,9 @@ TEST(GpuShardTopK, SpecialValues) {
         }
 }
 
-TEST(GpuShardTopK, UnalignedAndStridedRows) {
-  DFSEL_REQUIRE_GPUS(1);
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+// Rows starting off a 256-byte boundary and rows padded apart, odd lengths among them.
+std::vector<NamedCase> unaligned_and_strided_rows() {
+  std::vector<NamedCase> list;
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (int64_t base : {0, 1, 3, 5, 7})
       for (int64_t pad : {0, 1, 6, 13}) {
@@ -303,23 +344,40 @@ TEST(GpuShardTopK, UnalignedAndStridedRows) {
         c.k = 16;
         c.out_pad = (size_t)pad % 3;
         c.fill = pad % 2 ? Fill::kSpecial : Fill::kRandom;
-        expect_matches_reference(c, seed + base * 100 + pad + t);
+        list.push_back({c, (uint64_t)(base * 100 + pad + t),
+                        std::string(dfsel_type_name(t)) + "_base" + std::to_string(base) + "_pad" + std::to_string(pad)});
       }
+  return list;
 }
 
-TEST(GpuShardTopK, SkipsAnchorRows) {
+class GpuShardTopKUnalignedAndStridedRows : public testing::TestWithParam<NamedCase> {};
+TEST_P(GpuShardTopKUnalignedAndStridedRows, MatchesReference) {
   DFSEL_REQUIRE_GPUS(1);
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+  run_named_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(, GpuShardTopKUnalignedAndStridedRows, testing::ValuesIn(unaligned_and_strided_rows()),
+                         case_name);
+
+// The selector's drafted rows: 15 of every 16, each block's anchor row skipped.
+std::vector<NamedCase> skips_anchor_rows() {
+  std::vector<NamedCase> list;
   for (int32_t blocks : {1, 4, 17}) {
     TopKCase c;
     c.skip_anchor_rows = true;
     c.n_rows = blocks * 15;
     c.n_cols = 124160;
     c.type = blocks == 4 ? DFSEL_TYPE_BF16 : DFSEL_TYPE_F32;
-    expect_matches_reference(c, seed + blocks);
+    list.push_back({c, (uint64_t)blocks, "blocks" + std::to_string(blocks) + "_" + dfsel_type_name(c.type)});
   }
+  return list;
 }
+
+class GpuShardTopKSkipsAnchorRows : public testing::TestWithParam<NamedCase> {};
+TEST_P(GpuShardTopKSkipsAnchorRows, MatchesReference) {
+  DFSEL_REQUIRE_GPUS(1);
+  run_named_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(, GpuShardTopKSkipsAnchorRows, testing::ValuesIn(skips_anchor_rows()), case_name);
 
 // Every split count the heuristic can choose, from one CTA per row up to the largest.
 TEST(GpuShardTopK, SplitCounts) {
@@ -340,10 +398,8 @@ TEST(GpuShardTopK, SplitCounts) {
 
 // Forced split counts from one CTA a row to the most the merging CTA holds, on the fills that
 // stress the merge: equal lists in every chunk, keys that drop bits, ties.
-TEST(GpuShardTopK, ForcedSplitCounts) {
-  DFSEL_REQUIRE_GPUS(1);
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+std::vector<NamedCase> forced_split_counts() {
+  std::vector<NamedCase> list;
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_BF16})
     for (int32_t k : {1, 16, 64})
       for (int32_t splits : {1, 2, 7, 33, std::min(2048 / k, 128)})
@@ -356,16 +412,24 @@ TEST(GpuShardTopK, ForcedSplitCounts) {
           c.n_rows = 2;
           c.n_cols = 248320;
           c.fill = f;
-          expect_matches_reference(c, seed + k * 7 + splits + (int)f * 100 + t);
+          list.push_back({c, (uint64_t)(k * 7 + splits + (int)f * 100 + t),
+                          std::string(dfsel_type_name(t)) + "_k" + std::to_string(k) + "_splits" + std::to_string(splits) +
+                              "_" + fill_id(f)});
         }
+  return list;
 }
+
+class GpuShardTopKForcedSplitCounts : public testing::TestWithParam<NamedCase> {};
+TEST_P(GpuShardTopKForcedSplitCounts, MatchesReference) {
+  DFSEL_REQUIRE_GPUS(1);
+  run_named_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(, GpuShardTopKForcedSplitCounts, testing::ValuesIn(forced_split_counts()), case_name);
 
 // Inputs built against bounds taken from group maxima: a starved thread group in the first
 // tile, and alike partial lists in every chunk of a split row.
-TEST(GpuShardTopK, AdversarialLayouts) {
-  DFSEL_REQUIRE_GPUS(1);
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+std::vector<NamedCase> adversarial_layouts() {
+  std::vector<NamedCase> list;
   for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
     for (int32_t k : {8, 16, 33, 64})
       for (Fill f : {Fill::kStarved, Fill::kPeriodic})
@@ -377,9 +441,19 @@ TEST(GpuShardTopK, AdversarialLayouts) {
           c.n_rows = rows;
           c.n_cols = rows == 1 ? 248320 : 65536;
           c.splits = rows == 1 ? 0 : 4;  // 65536 columns in 4 chunks: every chunk starts a group
-          expect_matches_reference(c, seed + k + (int)f * 10 + rows + t);
+          list.push_back({c, (uint64_t)(k + (int)f * 10 + rows + t),
+                          std::string(dfsel_type_name(t)) + "_k" + std::to_string(k) + "_" + fill_id(f) + "_rows" +
+                              std::to_string(rows)});
         }
+  return list;
 }
+
+class GpuShardTopKAdversarialLayouts : public testing::TestWithParam<NamedCase> {};
+TEST_P(GpuShardTopKAdversarialLayouts, MatchesReference) {
+  DFSEL_REQUIRE_GPUS(1);
+  run_named_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(, GpuShardTopKAdversarialLayouts, testing::ValuesIn(adversarial_layouts()), case_name);
 
 // V = 202048 over three uneven shards: each shard's list with global ids, then the merge of
 // the three equals the top-K of the whole row (SPEC section 4.2).
