@@ -14,17 +14,18 @@ namespace dfsel {
 
 namespace {
 
-// The backend a description runs on, resolved, and whether it can exchange as asked.
-Status dspark_backend_kind(const dfsel_dspark_plan_desc* desc, dfsel_backend* kind) {
-  if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
-  DFSEL_TRY(resolve_backend(desc->backend, kind));
-  return check_exchange(desc->nccl_comm, *kind);
+// A valid description's backend, resolved, and whether it can exchange as asked; a CPU plan's
+// d2t checked here, a CUDA plan's by its backend on the device.
+Status dspark_backend_kind(const dfsel_dspark_plan_desc& desc, dfsel_backend* kind) {
+  DFSEL_TRY(resolve_backend(desc.backend, kind));
+  DFSEL_TRY(check_exchange(desc.nccl_comm, *kind));
+  return *kind == DFSEL_BACKEND_CPU ? check_dspark_d2t(desc) : Status::success();
 }
 
 Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan) {
+  DFSEL_TRY(validate_dspark_desc(desc, &plan->shape));
   dfsel_backend kind = DFSEL_BACKEND_CPU;
-  DFSEL_TRY(dspark_backend_kind(desc, &kind));
-  DFSEL_TRY(validate_dspark_desc(desc, kind, &plan->shape));
+  DFSEL_TRY(dspark_backend_kind(*desc, &kind));
   plan->desc = *desc;
   plan->desc.backend = kind;
   dfsel_dspark_plan_desc& d = plan->desc;
@@ -34,7 +35,7 @@ Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan)
     DFSEL_TRY(widen_kquant_tensor(&d.w1, on_device, d.device, plan->widened.get()));
     DFSEL_TRY(widen_kquant_tensor(&d.w2, on_device, d.device, plan->widened.get()));
     if (d.conf_w.data) DFSEL_TRY(widen_kquant_tensor(&d.conf_w, on_device, d.device, plan->widened.get()));
-    DFSEL_TRY(validate_dspark_desc(&d, kind, &plan->shape));
+    DFSEL_TRY(validate_dspark_desc(&d, &plan->shape));
   }
   plan->exchange = make_in_process_exchange(kind);
   if (on_device) return make_cuda_dspark_backend(d, plan->shape, &plan->backend);
@@ -62,10 +63,10 @@ RankSummary summarize_dspark(const dfsel_dspark_plan_desc& d) {
 
 Status dspark_workspace_bytes(const dfsel_dspark_plan_desc* desc, size_t* bytes) {
   if (!bytes) return fail(DFSEL_INVALID_ARGUMENT, "bytes (the output pointer) is NULL");
-  dfsel_backend kind = DFSEL_BACKEND_CPU;
-  DFSEL_TRY(dspark_backend_kind(desc, &kind));
   DSparkShape shape{};
-  DFSEL_TRY(validate_dspark_desc(desc, kind, &shape));
+  DFSEL_TRY(validate_dspark_desc(desc, &shape));
+  dfsel_backend kind = DFSEL_BACKEND_CPU;
+  DFSEL_TRY(dspark_backend_kind(*desc, &kind));
   // K-quant weights are read as the BF16 that creation widens them to.
   if (is_kquant(desc->w1.type)) shape.w1_row_bytes = row_bytes(DFSEL_TYPE_BF16, shape.R);
   if (kind == DFSEL_BACKEND_CUDA) {

@@ -132,7 +132,7 @@ void list_dspark_plan_buffers(const dfsel_dspark_plan_desc& d, RunBuffers* bufs)
   bufs->add("workspace", d.workspace, d.workspace ? d.workspace_bytes : 0, 1, true);
 }
 
-Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, dfsel_backend kind, DSparkShape* shape) {
+Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* shape) {
   if (!desc) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
   const dfsel_dspark_plan_desc& d = *desc;
   const dfsel_dspark_config& c = d.config;
@@ -153,9 +153,12 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, dfsel_backend ki
   RunBuffers bufs;
   list_dspark_plan_buffers(d, &bufs);
   DFSEL_TRY(check_run_buffers(bufs));
-  if (kind == DFSEL_BACKEND_CPU) DFSEL_TRY(check_d2t(d, shard_rows));
   if (shape) fill_shape(d, shape);
   return Status::success();
+}
+
+Status check_dspark_d2t(const dfsel_dspark_plan_desc& desc) {
+  return check_d2t(desc, desc.shard.v_end - desc.shard.v_begin);
 }
 
 Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in,
