@@ -11,8 +11,6 @@
 // CTAs' changes a bit of the records.
 #include "kernels/dspark_chain.cuh"
 
-#include <cstdio>
-#include <cstdlib>
 
 #include "kernels/block/dspark_merge.cuh"
 #include "kernels/block/dspark_rows.cuh"
@@ -75,18 +73,10 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
   const int b = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int32_t anchor = a.anchors[b];
   const bool valid = anchor >= 0 && anchor < a.n_target_vocab;
-  for (int i = tid; i < a.N; i += blockDim.x) {
-    const size_t at = dspark_cell(a, b, i + 1);
-    a.tokens[at] = -1;
-    if (a.draft_ids) a.draft_ids[at] = -1;
-    if (a.out_logits) a.out_logits[at] = 0.0f;
-    if (a.probs) a.probs[at] = 0.0f;
-    if (a.log_norm) a.log_norm[at] = 0.0f;
-    if (a.confidence) a.confidence[at] = 0.0f;
-  }
+  for (int i = tid; i < a.N; i += blockDim.x) clear_dspark_cell(a.out, dspark_cell(b, a.N, i + 1));
   if (tid == 0) {
-    a.n_emitted[b] = 0;
-    a.state[b] = DSparkBlockState{valid ? 1 : 0, 0, -INFINITY, 0.0f};
+    a.out.n_emitted[b] = 0;
+    a.state[b] = DSparkChainState{valid ? 1 : 0, 0, -INFINITY, 0.0f};
     if (!valid) flag_bad_anchor(&a.error[0], b);
   }
   if (a.conf_w) {
@@ -103,8 +93,11 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
   if (!local_e) {
     const DSparkLayout& lay = a.layout;
     const bool owns = valid && anchor >= a.v_begin && anchor < a.v_end;
-    if (tid == 0)
-      *dspark_record(lay, a.send, b) = DSparkRecord{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, owns ? kRecordAnchorRow : 0};
+    if (tid == 0) {
+      DSparkRecord rec = empty_dspark_record();
+      rec.flags = owns ? kRecordAnchorRow : 0;
+      *dspark_record(lay, a.send, b) = rec;
+    }
     if (owns) {
       const uint8_t* src = a.w1 + (size_t)(anchor - a.v_begin) * a.w1_stride;
       uint8_t* dst = dspark_record_row(lay, a.send, b);
@@ -120,8 +113,8 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
 // Step k's pass over the shard (k = N + 1: step N's normaliser only). NB: blocks one reading of a
 // staged row serves; the drafting blocks go through it in groups of NB.
 template <dfsel_type W, int NB>
-__global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(const DSparkChainArgs a, const DSparkPassShape p,
-                                                             const int32_t k) {
+__global__ void __launch_bounds__(kMaxPassWarps * 32, 1)
+    dspark_pass_kernel(const DSparkChainArgs a, const DSparkPassShape p, const int32_t k) {
   extern __shared__ __align__(128) uint8_t smem[];
   const DSparkPassCarve sc = dspark_pass_carve(p, a.R8, a.max_blocks);
   float* e_s = reinterpret_cast<float*>(smem + sc.e);
@@ -170,7 +163,7 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(cons
     int na = 0, ne = 0;
     for (int b0 = 0; b0 < a.n_blocks; b0 += 32) {
       const int b = b0 + lane;
-      DSparkBlockState st{0, 0, 0.0f, 0.0f};
+      DSparkChainState st{0, 0, 0.0f, 0.0f};
       if (b < a.n_blocks) st = a.state[b];
       const bool act = b < a.n_blocks && reads_w2 && st.drafting;
       const bool emi = b < a.n_blocks && sampling && k >= 2 && st.emitted;
@@ -385,7 +378,7 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1) dspark_pass_kernel(cons
     const CandRec c = cand_from_key(kk);
     const int64_t local = c.id - a.v_begin;
     if (lane == 0) {
-      DSparkRecord rec{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0};
+      DSparkRecord rec = empty_dspark_record();
       if (flags[b] & kFlagEmitted) rec.norm_lo = ns.lo, rec.norm_hi = ns.hi;
       if (won) {
         rec.key = c.z;
@@ -433,7 +426,7 @@ int pow2_unit(uint64_t x) {
 
 }  // namespace
 
-cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLaunch* out) {
+cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkTile asked, DSparkPassLaunch* out) {
   DSparkPassLaunch l{};
   switch (a.w2_type) {
     case DFSEL_TYPE_F32: pass_instances<DFSEL_TYPE_F32>(l.kernels); break;
@@ -453,18 +446,9 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLa
   const uint64_t mix = reinterpret_cast<uintptr_t>(a.w2) | a.w2_stride | rb;
   l.shape.unit = pow2_unit(mix);
   l.shape.async_copy = l.shape.unit == 16 ? 1 : 0;
-  // The first tile of kDSparkTiles that fits beside the rest (kernels/policy.cuh).
-  // DFSEL_DSPARK_TILE ("ROWSxSTAGES", rows a multiple of 16 up to the largest, 2 or 3 stages)
-  // is tried first, to measure another.
-  DSparkTile asked{0, 0};
-  if (const char* env = std::getenv("DFSEL_DSPARK_TILE")) {
-    int rows = 0, stages = 0;
-    if (std::sscanf(env, "%dx%d", &rows, &stages) == 2 && rows >= 16 && rows <= kDSparkTiles[0].rows && rows % 16 == 0 &&
-        (stages == 2 || stages == 3))
-      asked = DSparkTile{rows, stages};
-  }
+  // The tile asked for alone, else the first of kDSparkTiles that fits beside the rest.
   bool fits = false;
-  for (int i = asked.rows ? -1 : 0; i < kDSparkTileCount && !fits; ++i) {
+  for (int i = asked.rows ? -1 : 0; i < (asked.rows ? 0 : kDSparkTileCount) && !fits; ++i) {
     const DSparkTile tile = i < 0 ? asked : kDSparkTiles[i];
     l.shape.tile_rows = tile.rows;
     l.shape.stages = tile.stages;

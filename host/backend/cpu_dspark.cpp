@@ -53,15 +53,12 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
     best_.resize((size_t)n_items_ * maxb);
     norm_.resize((size_t)n_items_ * maxb);
     block_.resize(maxb);
-    drafting_.resize(maxb);
-    emitted_.resize(maxb);
+    state_.resize(maxb);
     e_.resize(maxb);
     e_pass_.resize(maxb);
     z_.resize(maxb);
     l_.resize(maxb);
     pass_best_.resize(maxb);
-    last_max_.resize(maxb);
-    last_logit_.resize(maxb);
     last_norm_.resize(maxb);
     for (size_t b = 0; b < maxb; ++b) e_[b] = floats(c_.e) + b * padded8(sh.R);
   }
@@ -75,7 +72,7 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
 
  private:
   float* floats(size_t at) const { return reinterpret_cast<float*>(base_ + at); }
-  size_t cell(int32_t b, int32_t k) const { return (size_t)b * sh_.N + (k - 1); }
+  size_t cell(int32_t b, int32_t k) const { return dspark_cell(b, sh_.N, k); }
   DSparkLayout layout() const { return sh_.layout_for(in_.n_blocks); }
   float* stored_l(int32_t b, int32_t k) const {
     return floats(c_.l) + ((size_t)(k & 1) * d_.config.max_blocks + b) * (size_t)(sh_.v_end - sh_.v_begin);
@@ -100,18 +97,17 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
   std::vector<uint8_t> owned_;
   dfsel_dspark_inputs in_{};
   dfsel_dspark_outputs out_{};
-  // Per block: the blocks of the current pass, whether each still drafts, whether it emitted
-  // the previous step (its normaliser is pending), its W1 row, base logits and stored l.
+  // Per block: the blocks of the current pass, each block's chain state, its W1 row, base
+  // logits and stored l.
   std::vector<int32_t> block_;
   int32_t n_pass_ = 0;
-  std::vector<uint8_t> drafting_, emitted_;
+  std::vector<DSparkChainState> state_;
   std::vector<float*> e_;
   std::vector<const float*> e_pass_;
   std::vector<const uint8_t*> z_;
   std::vector<float*> l_;
   std::vector<MarkovBest> best_, pass_best_;  // per item and block; per pass block
   std::vector<NormSum> norm_, last_norm_;     // per item and block; per block
-  std::vector<float> last_max_, last_logit_;  // the previous step's merged row maximum and chosen l
   WorkerPool pool_;  // last: its threads are joined before the buffers they use are freed
 };
 
@@ -122,17 +118,13 @@ Status CpuDSpark::begin(const dfsel_dspark_inputs& in, const dfsel_dspark_output
                   in.anchors[b], sh_.n_target_vocab);
   in_ = in;
   out_ = out;
+  // probs and log_norm belong to sampling runs alone (validation lists them only then).
+  if (in.temperature <= 0.0f) out_.probs = out_.log_norm = nullptr;
   const size_t cells = (size_t)in.n_blocks * sh_.N;
-  for (size_t i = 0; i < cells; ++i) {
-    out.tokens[i] = -1;
-    if (out.draft_ids) out.draft_ids[i] = -1;
-    for (float* p : {out.logits, out.probs, out.log_norm, out.confidence})
-      if (p) p[i] = 0.0f;
-  }
+  for (size_t i = 0; i < cells; ++i) clear_dspark_cell(out_, i);
   for (int32_t b = 0; b < in.n_blocks; ++b) {
     out.n_emitted[b] = 0;
-    drafting_[b] = 1;
-    emitted_[b] = 0;
+    state_[b] = DSparkChainState{1, 0, -INFINITY, 0.0f};
     if (!sh_.sharded_w1) set_e(b, w1_row(in.anchors[b]));
   }
   return Status::success();
@@ -152,8 +144,8 @@ bool CpuDSpark::stops(int32_t b, int32_t k) {
 void CpuDSpark::local_pass(int32_t k) {
   n_pass_ = 0;
   for (int32_t b = 0; b < in_.n_blocks; ++b) {
-    if (drafting_[b] && stops(b, k)) drafting_[b] = 0;
-    if (!drafting_[b]) continue;
+    if (state_[b].drafting && stops(b, k)) state_[b].drafting = 0;
+    if (!state_[b].drafting) continue;
     const int64_t row = map_row(sh_.row_map, (int64_t)cell(b, k));
     block_[n_pass_] = b;
     z_[n_pass_] = static_cast<const uint8_t*>(in_.logits.data) + (size_t)row * in_.logits.nb[1];
@@ -195,7 +187,7 @@ void CpuDSpark::norm_pass(int32_t k) {
     for (int32_t b = 0; b < in_.n_blocks; ++b) {
       NormSum& s = norm_[(size_t)item * maxb + b];
       s = NormSum{0, 0};
-      if (emitted_[b]) norm_rows(stored_l(b, k), r0, r1, last_max_[b], in_.temperature, &s);
+      if (state_[b].emitted) norm_rows(stored_l(b, k), r0, r1, state_[b].last_max, in_.temperature, &s);
     }
   };
   pool_.run(n_items_, rows);
@@ -213,8 +205,8 @@ void CpuDSpark::write_records(int32_t x) {
   uint8_t* send = base_ + c_.send;
   for (int32_t b = 0; b < in_.n_blocks; ++b) {
     DSparkRecord* r = dspark_record(lay, send, b);
-    *r = DSparkRecord{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0};
-    if (x >= 2 && emitted_[b]) r->norm_lo = last_norm_[b].lo, r->norm_hi = last_norm_[b].hi;
+    *r = empty_dspark_record();
+    if (x >= 2 && state_[b].emitted) r->norm_lo = last_norm_[b].lo, r->norm_hi = last_norm_[b].hi;
     if (x == 0 && owns_row(in_.anchors[b])) {
       r->flags = kRecordAnchorRow;
       std::memcpy(dspark_record_row(lay, send, b), w1_row(in_.anchors[b] - sh_.v_begin), lay.row_bytes);
@@ -251,24 +243,9 @@ Status CpuDSpark::receive(int32_t x, void*) {
       set_e(b, dspark_record_row(lay, (void*)(recv + (size_t)m.anchor_rank * lay.bytes), b));
       continue;
     }
-    // The normaliser of step x - 1, now whole.
-    if (x >= 2 && emitted_[b] && in_.temperature > 0.0f) {
-      const size_t at = cell(b, x - 1);
-      if (out_.probs) out_.probs[at] = markov_prob(last_logit_[b], last_max_[b], in_.temperature, m.norm);
-      if (out_.log_norm) out_.log_norm[at] = markov_log_norm(last_max_[b], in_.temperature, m.norm);
-    }
-    emitted_[b] = 0;
-    if (x > sh_.N || !drafting_[b] || m.winner < 0) continue;
-    const void* from = recv + (size_t)m.winner * lay.bytes;
+    const uint8_t* from = take_dspark_exchange(m, lay, recv, b, x, sh_.N, in_.temperature, &state_[b], out_);
+    if (!from) continue;
     const DSparkRecord& w = *dspark_record(lay, (void*)from, b);
-    const size_t at = cell(b, x);
-    out_.tokens[at] = w.target_id;
-    if (out_.draft_ids) out_.draft_ids[at] = w.draft_id;
-    if (out_.logits) out_.logits[at] = w.logit;
-    out_.n_emitted[b] += 1;
-    emitted_[b] = 1;
-    last_max_[b] = m.row_max;
-    last_logit_[b] = w.logit;
     set_e(b, lay.row_bytes ? dspark_record_row(lay, (void*)from, b) : w1_row(w.target_id));
   }
   return Status::success();

@@ -6,7 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <cinttypes>
-#include <vector>
+#include <cstdio>
+#include <cstdlib>
 
 #include "host/backend/cuda_status.h"
 #include "host/backend/dspark_backend.h"
@@ -41,7 +42,7 @@ DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh,
   c.recv = sh.n_ranks == 1 ? c.send : take((size_t)sh.n_ranks, lay.bytes);
   c.e = take(maxb * padded8(sh.R), sizeof(float));
   c.hconf = take(maxb * sh.N * kDotChains, sizeof(float));
-  c.state = take(maxb, sizeof(cuda::DSparkBlockState));
+  c.state = take(maxb, sizeof(DSparkChainState));
   c.partials = take((size_t)grid * maxb, sizeof(cuda::DSparkPartial));
   // Sampling keeps two steps of l: a step's normaliser waits for its row maximum.
   c.l = take(2 * maxb, vs * sizeof(float));
@@ -81,25 +82,35 @@ cuda::DSparkChainArgs plan_args(const dfsel_dspark_plan_desc& d, const DSparkSha
   return a;
 }
 
+// DFSEL_DSPARK_TILE ("ROWSxSTAGES"): a pass tile to measure instead of the list's; rows 0 when
+// unset.
+Status asked_tile(cuda::DSparkTile* t) {
+  *t = cuda::DSparkTile{0, 0};
+  const char* env = std::getenv("DFSEL_DSPARK_TILE");
+  if (!env || !*env) return Status::success();
+  int rows = 0, stages = 0;
+  char extra = 0;
+  const int largest = cuda::kDSparkTiles[0].rows;
+  if (std::sscanf(env, "%dx%d%c", &rows, &stages, &extra) != 2 || rows < 16 || rows > largest || rows % 16 != 0 ||
+      (stages != 2 && stages != 3))
+    return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_TILE = \"%s\" must be ROWSxSTAGES: rows a multiple of 16 in [16, %d], "
+                "stages 2 or 3 (unset it for the measured default)", env, largest);
+  *t = cuda::DSparkTile{rows, stages};
+  return Status::success();
+}
+
 // The pass's launch for a plan (and with it the grid the workspace is sized by).
 Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::DSparkPassLaunch* out) {
-  const cudaError_t e = cuda::dspark_pass_setup(plan_args(d, sh), d.device, out);
+  cuda::DSparkTile asked{};
+  DFSEL_TRY(asked_tile(&asked));
+  const cudaError_t e = cuda::dspark_pass_setup(plan_args(d, sh), d.device, asked, out);
+  if (e == cudaErrorInvalidValue && asked.rows)
+    return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_TILE = %dx%d does not fit the shared memory of device %d for R = %d and "
+                "config.max_blocks = %d", asked.rows, asked.stages, d.device, sh.R, d.config.max_blocks);
   if (e == cudaErrorInvalidValue)
     return fail(DFSEL_UNSUPPORTED, "the DSpark pass for R = %d, w2 type %d and config.max_blocks = %d does not fit the "
                 "shared memory of device %d", sh.R, (int)d.w2.type, d.config.max_blocks, d.device);
   DFSEL_CUDA_TRY(e, "setting up the DSpark pass");
-  return Status::success();
-}
-
-// d2t's target ids, read from the device once: the plan layer reads host d2t itself.
-Status check_device_d2t(const dfsel_dspark_plan_desc& d, const DSparkShape& sh) {
-  if (!d.d2t) return Status::success();
-  std::vector<int32_t> ids((size_t)(sh.v_end - sh.v_begin));
-  DFSEL_CUDA_TRY(cudaMemcpy(ids.data(), d.d2t, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost), "reading d2t");
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= sh.n_target_vocab)
-      return fail(DFSEL_INVALID_ARGUMENT, "d2t[%zu] = %d (draft id %" PRId64 ") is outside [0, config.n_target_vocab = %"
-                  PRId64 ")", i, ids[i], sh.v_begin + (int64_t)i, sh.n_target_vocab);
   return Status::success();
 }
 
@@ -114,12 +125,8 @@ class CudaDSpark final : public DSparkBackend {
   }
 
   Status init() {
-    int n = 0;
-    DFSEL_CUDA_TRY(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
-    if (d_.device < 0 || d_.device >= n)
-      return fail(DFSEL_INVALID_ARGUMENT, "device = %d is outside the %d CUDA devices present", d_.device, n);
+    DFSEL_TRY(check_device(d_.device));
     DeviceGuard g(d_.device);
-    DFSEL_TRY(check_device_d2t(d_, sh_));
     DFSEL_TRY(plan_pass(d_, sh_, &pass_));
     c_ = carve(d_, sh_, pass_.grid);
     if (c_.total == SIZE_MAX)
@@ -131,7 +138,7 @@ class CudaDSpark final : public DSparkBackend {
     a_.recv = base_ + c_.recv;
     a_.e = reinterpret_cast<float*>(base_ + c_.e);
     a_.hconf = reinterpret_cast<float*>(base_ + c_.hconf);
-    a_.state = reinterpret_cast<cuda::DSparkBlockState*>(base_ + c_.state);
+    a_.state = reinterpret_cast<DSparkChainState*>(base_ + c_.state);
     a_.partials = reinterpret_cast<cuda::DSparkPartial*>(base_ + c_.partials);
     a_.l_store = reinterpret_cast<float*>(base_ + c_.l);
     a_.ticket = reinterpret_cast<uint32_t*>(base_ + c_.ticket);
@@ -159,13 +166,8 @@ class CudaDSpark final : public DSparkBackend {
     a_.temperature = in.temperature;
     a_.p_min = in.p_min;
     a_.seed = in.seed;
-    a_.tokens = out.tokens;
-    a_.n_emitted = out.n_emitted;
-    a_.draft_ids = out.draft_ids;
-    a_.out_logits = out.logits;
-    a_.probs = in.temperature > 0.0f ? out.probs : nullptr;
-    a_.log_norm = in.temperature > 0.0f ? out.log_norm : nullptr;
-    a_.confidence = out.confidence;
+    a_.out = out;
+    if (in.temperature <= 0.0f) a_.out.probs = a_.out.log_norm = nullptr;  // sampling's alone
     last_anchors_ = in.anchors;
     DFSEL_CUDA_TRY(cuda::dspark_begin(a_, st), "dspark_begin launch");
     return Status::success();
@@ -223,6 +225,7 @@ class CudaDSpark final : public DSparkBackend {
 }  // namespace
 
 Status cuda_dspark_workspace_bytes(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape, size_t* bytes) {
+  DFSEL_TRY(check_device(desc.device));
   DeviceGuard g(desc.device);
   cuda::DSparkPassLaunch pass{};
   DFSEL_TRY(plan_pass(desc, shape, &pass));

@@ -16,11 +16,6 @@ namespace dfsel::cuda {
 
 constexpr unsigned kFullWarp = 0xffffffffu;
 
-// Output cell of step k (1..N) of block b.
-__device__ __forceinline__ size_t dspark_cell(const DSparkChainArgs& a, int b, int k) {
-  return (size_t)b * a.N + (k - 1);
-}
-
 template <dfsel_type T>
 __device__ __forceinline__ void dspark_widen_lanes(const uint8_t* row, int R, int R8, float* e, int lane) {
 #pragma unroll 4
@@ -39,13 +34,12 @@ __device__ __forceinline__ void dspark_set_e(const DSparkChainArgs& a, int b, co
   }
 }
 
-// ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)) of the chains lanes 0..7 hold (chained_dot's
-// meeting order), in lane 0.
+// The chains lanes 0..7 hold, met in chained_dot's order, in lane 0.
 __device__ __forceinline__ float dspark_meet_chains(float c) {
-  float v[8];
+  float v[kDotChains];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) v[j] = __shfl_sync(kFullWarp, c, j);
-  return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+  for (int j = 0; j < kDotChains; ++j) v[j] = __shfl_sync(kFullWarp, c, j);
+  return meet_chains(v);
 }
 
 // The confidence head before step k: lanes 0..7 carry chain j of w . [h_k ; e_k] on from where
@@ -62,8 +56,8 @@ __device__ __forceinline__ void dspark_prepare_step(const DSparkChainArgs& a, in
   }
   const float x = dspark_meet_chains(c);
   if (lane == 0) {
-    const float conf = 1.0f / (1.0f + portable_expf(-(x + a.conf_bias)));
-    if (a.confidence) a.confidence[dspark_cell(a, b, k)] = conf;
+    const float conf = confidence_of(x, a.conf_bias);
+    if (a.out.confidence) a.out.confidence[dspark_cell(b, a.N, k)] = conf;
     if (a.p_min > 0.0f && conf < a.p_min) a.state[b].drafting = 0;
   }
 }
@@ -72,7 +66,7 @@ __device__ __forceinline__ void dspark_prepare_step(const DSparkChainArgs& a, in
 __device__ __forceinline__ void dspark_merge_block(const DSparkChainArgs& a, int x, int b, int lane) {
   const DSparkLayout& lay = a.layout;
   const DSparkMerged m = merge_dspark_records(lay, a.recv, a.n_ranks, b);
-  const DSparkBlockState st = a.state[b];
+  DSparkChainState st = a.state[b];
   __syncwarp();  // every lane has read the state before lane 0 writes it
   if (x == 0) {  // the anchors' W1 rows, sharded W1
     if (!st.drafting) return;  // its anchor was out of range (begin flagged it)
@@ -88,28 +82,15 @@ __device__ __forceinline__ void dspark_merge_block(const DSparkChainArgs& a, int
     dspark_prepare_step(a, b, 1, lane);
     return;
   }
-  const bool sampling = a.temperature > 0.0f;
-  if (lane == 0 && x >= 2 && st.emitted && sampling) {  // step x - 1's normaliser, now whole
-    const size_t at = dspark_cell(a, b, x - 1);
-    if (a.probs) a.probs[at] = markov_prob(st.last_logit, st.last_max, a.temperature, m.norm);
-    if (a.log_norm) a.log_norm[at] = markov_log_norm(st.last_max, a.temperature, m.norm);
+  int won = 0;
+  if (lane == 0) {  // the outputs and the state, as every backend takes an exchange
+    won = take_dspark_exchange(m, lay, a.recv, b, x, a.N, a.temperature, &st, a.out) != nullptr;
+    a.state[b] = st;
   }
-  if (x > a.N || !st.drafting || m.winner < 0) {
-    if (lane == 0) a.state[b].emitted = 0;
-    return;
-  }
+  if (!__shfl_sync(kFullWarp, won, 0)) return;
   const uint8_t* from = a.recv + (size_t)m.winner * lay.bytes;
-  const DSparkRecord w = *dspark_record(lay, (void*)from, b);
-  if (lane == 0) {
-    const size_t at = dspark_cell(a, b, x);
-    a.tokens[at] = w.target_id;
-    if (a.draft_ids) a.draft_ids[at] = w.draft_id;
-    if (a.out_logits) a.out_logits[at] = w.logit;
-    a.n_emitted[b] = x;  // blocks emit steps 1, 2, ... until they stop
-    a.state[b] = DSparkBlockState{1, 1, m.row_max, w.logit};
-  }
   const uint8_t* row = lay.row_bytes ? dspark_record_row(lay, (void*)from, b)
-                                     : a.w1 + (size_t)w.target_id * a.w1_stride;
+                                     : a.w1 + (size_t)dspark_record(lay, (void*)from, b)->target_id * a.w1_stride;
   dspark_set_e(a, b, row, lane);
   __syncwarp();
   if (x < a.N) dspark_prepare_step(a, b, x + 1, lane);

@@ -91,14 +91,14 @@ template <int NB>
 __device__ __forceinline__ void dspark_meet_halves(const float (&acc)[NB][4], int h, float (&dot)[NB]) {
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
-    float lo[4], hi[4];  // chains 0..3 and 4..7
+    float c[kDotChains];  // chains 0..3 from half 0, 4..7 from half 1
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float other = __shfl_xor_sync(0xffffffffu, acc[j][i], 1);
-      lo[i] = h ? other : acc[j][i];
-      hi[i] = h ? acc[j][i] : other;
+      c[i] = h ? other : acc[j][i];
+      c[4 + i] = h ? acc[j][i] : other;
     }
-    dot[j] = ((lo[0] + hi[0]) + (lo[2] + hi[2])) + ((lo[1] + hi[1]) + (lo[3] + hi[3]));
+    dot[j] = meet_chains(c);
   }
 }
 

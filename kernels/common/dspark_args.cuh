@@ -7,20 +7,13 @@
 #include <stdint.h>
 
 #include "dfsel/dfsel.h"
+#include "dfsel/dspark.h"
 #include "hd.cuh"
 #include "dspark_record.cuh"
 #include "row_map.cuh"
 #include "selector_math.cuh"
 
 namespace dfsel::cuda {
-
-// A block's chain between kernels.
-struct DSparkBlockState {
-  int32_t drafting;  // 1 while the block drafts (0: stopped, or a bad anchor)
-  int32_t emitted;   // it emitted the last merged step: that step's normaliser is pending
-  float last_max;    // that step's merged row maximum
-  float last_logit;  // and l at its chosen id
-};
 
 // One CTA's (or in a CTA one warp's) part of a pass for one block.
 struct DSparkPartial {
@@ -65,20 +58,14 @@ struct DSparkChainArgs {
   int32_t n_blocks;
   float temperature, p_min;
   uint64_t seed;
-  int32_t* tokens;  // outputs ([n_blocks][N]; optional ones null)
-  int32_t* n_emitted;
-  int32_t* draft_ids;
-  float* out_logits;
-  float* probs;
-  float* log_norm;
-  float* confidence;
+  dfsel_dspark_outputs out;  // probs and log_norm null unless sampling
 
   // The workspace.
   uint8_t* send;
   const uint8_t* recv;  // n_ranks records of layout.bytes; send itself on one rank
   float* e;             // [max_blocks][R8] the W1 row of each block's next step, widened
   float* hconf;         // [max_blocks][N][8] the confidence chains after the hidden part
-  DSparkBlockState* state;   // [max_blocks]
+  DSparkChainState* state;   // [max_blocks] each block's chain between kernels
   DSparkPartial* partials;   // [grid][max_blocks]
   float* l_store;            // [2][max_blocks][v_end - v_begin] l of the last two steps (sampling)
   uint32_t* ticket;          // CTAs done with the pass; the last one resets it

@@ -33,6 +33,10 @@ DFSEL_HD RowMap dspark_rows(int n_draft, bool sample_from_anchor) {
 
 constexpr int kDotChains = 8;
 
+// The eight chains met in the one order every backend keeps: ((c0 + c4) + (c2 + c6)) +
+// ((c1 + c5) + (c3 + c7)).
+DFSEL_HD float meet_chains(const float* c) { return ((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7])); }
+
 // sum_i w(i) * x(i) in the one order every backend keeps: element i joins chain i % 8, each
 // chain is a sequence of fused multiply-adds in i order from +0, and the chains meet as
 // ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)). Eight chains are what one AVX2 register
@@ -41,7 +45,7 @@ template <class W, class X>
 DFSEL_HD float chained_dot(W w, X x, int n) {
   float c[kDotChains] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   for (int i = 0; i < n; ++i) c[i % kDotChains] = fmaf(w(i), x(i), c[i % kDotChains]);
-  return ((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7]));
+  return meet_chains(c);
 }
 
 // W2[v] . e for one stored row of W2 (F32, F16, BF16 or Q8_0, read as load_elem reads it).
@@ -127,12 +131,15 @@ DFSEL_HD float markov_log_norm(float m, float temperature, NormSum z) {
   return (float)((double)m / (double)temperature + log_z);
 }
 
+// The confidence from the head's dot product x and its bias: sigmoid(x + b).
+DFSEL_HD float confidence_of(float x, float bias) { return 1.0f / (1.0f + portable_expf(-(x + bias))); }
+
 // The confidence head: sigmoid(w . [h ; e] + b), w one stored row of n_embd + R elements.
 DFSEL_HD float markov_confidence(const void* w_row, dfsel_type type, const float* h, int64_t n_embd,
                                  const float* e, int R, float bias) {
   const float x = chained_dot([&](int i) { return load_elem(w_row, type, i); },
                               [&](int i) { return i < n_embd ? h[i] : e[i - n_embd]; }, (int)n_embd + R);
-  return 1.0f / (1.0f + portable_expf(-(x + bias)));
+  return confidence_of(x, bias);
 }
 
 }  // namespace dfsel

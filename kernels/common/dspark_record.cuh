@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dfsel/dspark.h"
 #include "dspark_math.cuh"
 #include "exchange_layout.cuh"
 #include "hd.cuh"
@@ -32,6 +33,9 @@ struct DSparkRecord {
 static_assert(sizeof(DSparkRecord) == 40, "records are exchanged as raw bytes");
 
 constexpr int32_t kRecordAnchorRow = 1;
+
+// A record that carries nothing: no candidate, no normaliser part, no row.
+DFSEL_HD DSparkRecord empty_dspark_record() { return DSparkRecord{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0}; }
 
 struct DSparkLayout {
   int32_t n_blocks;
@@ -86,6 +90,53 @@ DFSEL_HD DSparkMerged merge_dspark_records(const DSparkLayout& l, const uint8_t*
     if (m.anchor_rank < 0 && (rec->flags & kRecordAnchorRow)) m.anchor_rank = r;
   }
   return m;
+}
+
+// A block's chain between exchanges, as every backend keeps it.
+struct DSparkChainState {
+  int32_t drafting;  // 1 while the block drafts (0: stopped by p_min, or a bad anchor)
+  int32_t emitted;   // it emitted the last merged step: that step's normaliser is pending
+  float last_max;    // that step's merged row maximum
+  float last_logit;  // and l at its chosen id
+};
+
+// Output cell of step k (1..N) of block b, and a cell as a run starts (dspark.h: tokens and
+// draft ids -1, the rest 0).
+DFSEL_HD size_t dspark_cell(int b, int N, int k) { return (size_t)b * N + (k - 1); }
+
+DFSEL_HD void clear_dspark_cell(const dfsel_dspark_outputs& out, size_t at) {
+  out.tokens[at] = -1;
+  if (out.draft_ids) out.draft_ids[at] = -1;
+  if (out.logits) out.logits[at] = 0.0f;
+  if (out.probs) out.probs[at] = 0.0f;
+  if (out.log_norm) out.log_norm[at] = 0.0f;
+  if (out.confidence) out.confidence[at] = 0.0f;
+}
+
+// Exchange x >= 1 of block b, merged (m), into its outputs and state, the same on every rank
+// and backend: step x - 1's probability and log-normaliser once its normaliser is whole
+// (sampling), then step x's token, draft id and l if the block still drafts. Returns the
+// winning rank's records (its target id is the next step's predecessor; with sharded W1 its
+// row is the next W1 row), or null when the block emits nothing at x.
+DFSEL_HD const uint8_t* take_dspark_exchange(const DSparkMerged& m, const DSparkLayout& l, const uint8_t* recv, int b,
+                                             int x, int N, float temperature, DSparkChainState* st,
+                                             const dfsel_dspark_outputs& out) {
+  if (x >= 2 && st->emitted && temperature > 0.0f) {
+    const size_t at = dspark_cell(b, N, x - 1);
+    if (out.probs) out.probs[at] = markov_prob(st->last_logit, st->last_max, temperature, m.norm);
+    if (out.log_norm) out.log_norm[at] = markov_log_norm(st->last_max, temperature, m.norm);
+  }
+  st->emitted = 0;
+  if (x > N || !st->drafting || m.winner < 0) return nullptr;
+  const uint8_t* from = recv + (size_t)m.winner * l.bytes;
+  const DSparkRecord& w = *dspark_record(l, (void*)from, b);
+  const size_t at = dspark_cell(b, N, x);
+  out.tokens[at] = w.target_id;
+  if (out.draft_ids) out.draft_ids[at] = w.draft_id;
+  if (out.logits) out.logits[at] = w.logit;
+  out.n_emitted[b] += 1;
+  *st = DSparkChainState{1, 1, m.row_max, w.logit};
+  return from;
 }
 
 }  // namespace dfsel
