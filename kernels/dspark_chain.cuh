@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "kernels/common/dspark_args.cuh"
+#include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 
@@ -33,9 +34,10 @@ struct DSparkPassLaunch {
 };
 
 // Chooses the pass's shape for runs of up to a.max_blocks blocks on `device` (attributes set
-// on the kernel). cudaErrorInvalidValue when no tile fits the device's shared memory or the W2
-// type is not one the kernels read.
-cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkPassLaunch* out);
+// on the kernel): `asked` if its rows are not 0, else the first tile of kDSparkTiles
+// (kernels/policy.cuh) that fits. cudaErrorInvalidValue when the tile does not fit the device's
+// shared memory or the W2 type is not one the kernels read.
+cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkTile asked, DSparkPassLaunch* out);
 
 cudaError_t dspark_begin(const DSparkChainArgs& a, cudaStream_t stream);
 // Step k in 1..N; k = N + 1 (sampling) computes only step N's normaliser. The instance reads

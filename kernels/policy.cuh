@@ -108,6 +108,8 @@ constexpr int kPackWarps = 8;
 struct DSparkTile {
   int rows, stages;
 };
+// DFSEL_DSPARK_TILE ("ROWSxSTAGES") makes a plan take another, to measure it
+// (host/backend/cuda_dspark.cu).
 constexpr DSparkTile kDSparkTiles[] = {{192, 2}, {128, 3}, {128, 2}, {64, 3}, {64, 2}, {32, 3}, {32, 2}, {16, 3}, {16, 2}};
 constexpr int kDSparkTileCount = (int)(sizeof(kDSparkTiles) / sizeof(kDSparkTiles[0]));
 static_assert(kDSparkTiles[0].rows * 2 <= kMaxPassWarps * 32, "the largest tile's CTA is within the pass's bounds");

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -349,6 +350,68 @@ TEST(GpuDSpark, OutOfRangeAnchorIsReportedByWait) {
     }
 }
 
+// d2t lives on the device for a CUDA plan: an id outside the target vocabulary is still refused
+// at plan creation, naming the entry and its value, as the CPU backend refuses it.
+TEST(GpuDSpark, OutOfRangeD2tIsRefusedAtCreation) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  DSparkCase c;
+  c.V = 500;
+  c.V_target = 800;
+  c.d2t = true;
+  DSparkData d = make_dspark_data(c, seed);
+  d.d2t[17] = 800;
+  const DSparkResult gpu = run_dspark_cuda(c, d, DSparkRunOpts{});
+  EXPECT_EQ(gpu.status, DFSEL_INVALID_ARGUMENT) << gpu.error;
+  EXPECT_NE(gpu.error.find("d2t[17] = 800"), std::string::npos) << gpu.error;
+  const DSparkResult cpu = run_dspark(c, d, DSparkRunOpts{});
+  EXPECT_EQ(cpu.status, DFSEL_INVALID_ARGUMENT) << cpu.error;
+  EXPECT_NE(cpu.error.find("d2t[17] = 800"), std::string::npos) << cpu.error;
+}
+
+// DFSEL_DSPARK_TILE, the pass's tile to measure: a malformed value and one too large for the
+// device's shared memory are refused at plan creation with the value named; a valid one gives
+// the same bits as the default tile.
+TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  DSparkCase c;
+  c.V = c.V_target = 7000;
+  c.R = 256;
+  c.N = 4;
+  c.blocks = 3;
+  c.w2_t = DFSEL_TYPE_BF16;
+  DSparkRunOpts r;
+  r.temperature = 0.8f;
+  r.seed = rng();
+  const uint64_t data_seed = rng();
+  const DSparkData d = make_dspark_data(c, data_seed);
+  SCOPED_TRACE(describe(c, data_seed, r));
+  const DSparkResult base = run_dspark_cuda(c, d, r);
+  ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
+  struct Case {
+    const char* value;
+    dfsel_status status;
+    const char* needle;
+  } cases[] = {{"100x2", DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_TILE = \"100x2\""},
+               {"64x4", DFSEL_INVALID_ARGUMENT, "stages 2 or 3"},
+               {"64x2junk", DFSEL_INVALID_ARGUMENT, "ROWSxSTAGES"},
+               {"192x3", DFSEL_UNSUPPORTED, "DFSEL_DSPARK_TILE = 192x3 does not fit"},
+               {"32x3", DFSEL_SUCCESS, ""}};
+  for (const Case& t : cases) {
+    SCOPED_TRACE(std::string("DFSEL_DSPARK_TILE=") + t.value);
+    setenv("DFSEL_DSPARK_TILE", t.value, 1);
+    const DSparkResult x = run_dspark_cuda(c, d, r);
+    unsetenv("DFSEL_DSPARK_TILE");
+    EXPECT_EQ(x.status, t.status) << x.error;
+    if (t.status != DFSEL_SUCCESS) EXPECT_NE(x.error.find(t.needle), std::string::npos) << x.error;
+    else EXPECT_EQ(dspark_bitwise_diff(x, base), "");
+  }
+}
+
 // A caller-owned workspace (dfsel_dspark_workspace_size bytes of a CUDA description, 256-byte
 // aligned, poisoned first, each rank its own part of one buffer) gives the same results.
 TEST(GpuDSpark, CallerWorkspace) {
@@ -422,7 +485,7 @@ TEST(GpuDSpark, TwoPlansOnOneStream) {
   cudaStreamDestroy(st);
 }
 
-// Small and quick, for compute-sanitizer's four tools (scripts/dspark-gpu-check.sh): one and
+// Small and quick, for compute-sanitizer's four tools (scripts/gpu-check.sh): one and
 // three ranks, both placements, both layouts, d2t, a K-quant W2, a confidence head with p_min,
 // greedy and sampling, and one bad anchor found on the device.
 TEST(GpuDSpark, SmallShapesForSanitizers) {

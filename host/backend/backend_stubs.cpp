@@ -16,7 +16,7 @@ Status cuda_device_count(int* n) {
   *n = 0;
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
-Status device_rows_to_host(const void*, size_t, size_t, int64_t, int, void*) {
+Status device_rows_to_host(const void*, size_t, size_t, int64_t, int, void*, const char*) {
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
 Status device_upload(const void*, size_t, int, void**) {

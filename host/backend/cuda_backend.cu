@@ -60,10 +60,7 @@ class CudaBackend final : public Backend {
   }
 
   Status init() {
-    int n = 0;
-    DFSEL_CUDA_TRY(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
-    if (desc_.device < 0 || desc_.device >= n)
-      return fail(DFSEL_INVALID_ARGUMENT, "device = %d is outside the %d CUDA devices present", desc_.device, n);
+    DFSEL_TRY(check_device(desc_.device));
     DeviceGuard g(desc_.device);
     DFSEL_TRY(sm_count(desc_.device, &num_sms_));
     DFSEL_CUDA_TRY(cuda::gate_device(desc_.device, &gate_dev_), "reading the device's attributes");
@@ -278,6 +275,7 @@ Status cuda_device_count(int* n) {
 }
 
 Status cuda_workspace_bytes(const dfsel_plan_desc& desc, const PlanShape& shape, size_t* bytes) {
+  DFSEL_TRY(check_device(desc.device));
   int num_sms = 0;
   DFSEL_TRY(sm_count(desc.device, &num_sms));
   *bytes = carve(desc, shape, num_sms).total;

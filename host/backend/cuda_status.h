@@ -45,6 +45,15 @@ inline Status check_stream(cudaStream_t st, int device, bool capture_ok) {
   return Status::success();
 }
 
+// A plan's device must be one of those present.
+inline Status check_device(int device) {
+  int n = 0;
+  DFSEL_CUDA_TRY(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+  if (device < 0 || device >= n)
+    return fail(DFSEL_INVALID_ARGUMENT, "device = %d is outside the %d CUDA devices present", device, n);
+  return Status::success();
+}
+
 // Makes a plan's device current for the duration of a call and restores the caller's.
 class DeviceGuard {
  public:

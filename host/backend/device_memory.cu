@@ -1,5 +1,5 @@
-// The device copies of plan creation's K-quant widening (device_memory.h): the quantised rows
-// read to the host, their BF16 copies uploaded and released. They are CUDA runtime calls, so
+// The device copies of plan creation (device_memory.h): K-quant rows read to the host and their
+// BF16 copies uploaded and released, a CUDA DSpark plan's d2t read to be checked. They are CUDA runtime calls, so
 // they are compiled with the CUDA backend; the widening itself is host/plan/widen_weights.cpp,
 // and a build without CUDA answers DFSEL_UNSUPPORTED (backend_stubs.cpp).
 #include <cuda_runtime.h>
@@ -9,10 +9,11 @@
 
 namespace dfsel {
 
-Status device_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst) {
+Status device_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst,
+                           const char* what) {
   DeviceGuard g(device);
-  DFSEL_CUDA_TRY(cudaMemcpy2D(dst, row_bytes, src, pitch, row_bytes, (size_t)rows, cudaMemcpyDeviceToHost),
-                 "copying K-quant weights to the host");
+  const cudaError_t e = cudaMemcpy2D(dst, row_bytes, src, pitch, row_bytes, (size_t)rows, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return cuda_fail(e, what);
   return Status::success();
 }
 

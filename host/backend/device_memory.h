@@ -9,8 +9,10 @@
 
 namespace dfsel {
 
-// rows rows of row_bytes each, pitch bytes apart on the device, to dst (packed).
-Status device_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst);
+// rows rows of row_bytes each, pitch bytes apart on the device, to dst (packed); `what` names
+// them in a failure's message.
+Status device_rows_to_host(const void* src, size_t pitch, size_t row_bytes, int64_t rows, int device, void* dst,
+                           const char* what);
 // A device copy of bytes host bytes; *out is released with device_release.
 Status device_upload(const void* src, size_t bytes, int device, void** out);
 void device_release(void* p, int device);

@@ -54,7 +54,7 @@ Status make_cpu_dspark_backend(const dfsel_dspark_plan_desc& desc, const DSparkS
 // SIZE_MAX when the workspace does not fit in the address space (creation refuses it).
 size_t cpu_dspark_workspace_bytes(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape);
 // The CUDA backend (host/backend/cuda_dspark.cu; DFSEL_UNSUPPORTED in builds without CUDA).
-// Every pointer of the description is device memory on desc.device; d2t is checked here.
+// Every pointer of the description is device memory on desc.device.
 Status make_cuda_dspark_backend(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape,
                                 std::unique_ptr<DSparkBackend>* out);
 Status cuda_dspark_workspace_bytes(const dfsel_dspark_plan_desc& desc, const DSparkShape& shape, size_t* bytes);

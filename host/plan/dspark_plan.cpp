@@ -15,11 +15,11 @@ namespace dfsel {
 namespace {
 
 // A valid description's backend, resolved, and whether it can exchange as asked; a CPU plan's
-// d2t checked here, a CUDA plan's by its backend on the device.
+// d2t checked here; a CUDA plan's once its backend has checked the device (create_local).
 Status dspark_backend_kind(const dfsel_dspark_plan_desc& desc, dfsel_backend* kind) {
   DFSEL_TRY(resolve_backend(desc.backend, kind));
   DFSEL_TRY(check_exchange(desc.nccl_comm, *kind));
-  return *kind == DFSEL_BACKEND_CPU ? check_dspark_d2t(desc) : Status::success();
+  return *kind == DFSEL_BACKEND_CPU ? check_dspark_d2t(desc, *kind) : Status::success();
 }
 
 Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan) {
@@ -38,7 +38,10 @@ Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan)
     DFSEL_TRY(validate_dspark_desc(&d, &plan->shape));
   }
   plan->exchange = make_in_process_exchange(kind);
-  if (on_device) return make_cuda_dspark_backend(d, plan->shape, &plan->backend);
+  if (on_device) {
+    DFSEL_TRY(make_cuda_dspark_backend(d, plan->shape, &plan->backend));
+    return check_dspark_d2t(d, kind);  // the device is known good now
+  }
   return make_cpu_dspark_backend(d, plan->shape, &plan->backend);
 }
 

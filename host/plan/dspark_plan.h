@@ -30,10 +30,11 @@ struct dfsel_dspark_plan {
 
 namespace dfsel {
 
-// Everything but d2t's values, which live where the backend does: check_dspark_d2t reads them
-// for the CPU backend, the CUDA backend its device copy at creation (host/backend/cuda_dspark.cu).
+// Everything but d2t's values, which live where the backend does: check_dspark_d2t reads them,
+// on the host for the CPU backend, from desc.device for the CUDA backend (once a backend has
+// checked the device).
 Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* shape);
-Status check_dspark_d2t(const dfsel_dspark_plan_desc& desc);
+Status check_dspark_d2t(const dfsel_dspark_plan_desc& desc, dfsel_backend kind);
 // What a plan itself holds for every run: its weights and d2t (read) and a caller-owned
 // workspace (written). Plan creation refuses a workspace over a weight by check_run_buffers.
 void list_dspark_plan_buffers(const dfsel_dspark_plan_desc& desc, RunBuffers* bufs);

@@ -4,7 +4,9 @@
 // required ones present, each aligned, nothing written shared.
 #include <cinttypes>
 #include <cmath>
+#include <vector>
 
+#include "host/backend/device_memory.h"
 #include "host/plan/dspark_plan.h"
 #include "host/plan/plan_checks.h"
 #include "host/plan/run_buffers.h"
@@ -59,12 +61,13 @@ Status check_optional(const dfsel_dspark_plan_desc& d, int64_t shard_rows) {
 }
 
 // d2t's target ids, read once the buffer checks have found it present and aligned.
-Status check_d2t(const dfsel_dspark_plan_desc& d, int64_t shard_rows) {
-  if (!d.d2t) return Status::success();
+// Every target id of d2t (ids, the shard's) in [0, n_target_vocab).
+Status check_d2t(const dfsel_dspark_plan_desc& d, const int32_t* ids) {
+  const int64_t shard_rows = d.shard.v_end - d.shard.v_begin;
   for (int64_t i = 0; i < shard_rows; ++i)
-    if (d.d2t[i] < 0 || d.d2t[i] >= d.config.n_target_vocab)
+    if (ids[i] < 0 || ids[i] >= d.config.n_target_vocab)
       return fail(DFSEL_INVALID_ARGUMENT, "d2t[%" PRId64 "] = %d (draft id %" PRId64 ") is outside [0, config.n_target_vocab = %"
-                  PRId64 ")", i, d.d2t[i], d.shard.v_begin + i, d.config.n_target_vocab);
+                  PRId64 ")", i, ids[i], d.shard.v_begin + i, d.config.n_target_vocab);
   return Status::success();
 }
 
@@ -157,8 +160,13 @@ Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* sha
   return Status::success();
 }
 
-Status check_dspark_d2t(const dfsel_dspark_plan_desc& desc) {
-  return check_d2t(desc, desc.shard.v_end - desc.shard.v_begin);
+Status check_dspark_d2t(const dfsel_dspark_plan_desc& desc, dfsel_backend kind) {
+  if (!desc.d2t) return Status::success();
+  if (kind != DFSEL_BACKEND_CUDA) return check_d2t(desc, desc.d2t);
+  const size_t bytes = (size_t)(desc.shard.v_end - desc.shard.v_begin) * sizeof(int32_t);
+  std::vector<int32_t> ids(bytes / sizeof(int32_t));
+  DFSEL_TRY(device_rows_to_host(desc.d2t, bytes, bytes, 1, desc.device, ids.data(), "reading d2t from the device"));
+  return check_d2t(desc, ids.data());
 }
 
 Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in,

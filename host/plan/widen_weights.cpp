@@ -19,7 +19,7 @@ Status widen_kquant_tensor(dfsel_tensor* t, bool on_device, int device, WidenedW
   std::vector<uint8_t> src((size_t)rows * src_row);
   const uint8_t* base = static_cast<const uint8_t*>(t->data);
   if (on_device) {
-    DFSEL_TRY(device_rows_to_host(base, t->nb[1], src_row, rows, device, src.data()));
+    DFSEL_TRY(device_rows_to_host(base, t->nb[1], src_row, rows, device, src.data(), "copying K-quant weights to the host"));
   } else {
     for (int64_t r = 0; r < rows; ++r) std::memcpy(&src[(size_t)r * src_row], base + (size_t)r * t->nb[1], src_row);
   }
