@@ -118,8 +118,6 @@ Status CpuDSpark::begin(const dfsel_dspark_inputs& in, const dfsel_dspark_output
                   in.anchors[b], sh_.n_target_vocab);
   in_ = in;
   out_ = out;
-  // probs and log_norm belong to sampling runs alone (validation lists them only then).
-  if (in.temperature <= 0.0f) out_.probs = out_.log_norm = nullptr;
   const size_t cells = (size_t)in.n_blocks * sh_.N;
   for (size_t i = 0; i < cells; ++i) clear_dspark_cell(out_, i);
   for (int32_t b = 0; b < in.n_blocks; ++b) {

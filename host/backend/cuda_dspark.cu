@@ -167,7 +167,6 @@ class CudaDSpark final : public DSparkBackend {
     a_.p_min = in.p_min;
     a_.seed = in.seed;
     a_.out = out;
-    if (in.temperature <= 0.0f) a_.out.probs = a_.out.log_norm = nullptr;  // sampling's alone
     last_anchors_ = in.anchors;
     DFSEL_CUDA_TRY(cuda::dspark_begin(a_, st), "dspark_begin launch");
     return Status::success();

@@ -93,19 +93,20 @@ void fill_shape(const dfsel_dspark_plan_desc& d, DSparkShape* sh) {
 }
 
 // Everything a run of plan reads and writes, as dspark.h counts it: the outputs (tokens and
-// n_emitted required; probs and log_norm only when sampling), the inputs (hidden only with a
-// confidence head), the weights and a caller-owned workspace, which the run writes.
+// n_emitted required; probs and log_norm hold values only when sampling, and 0 otherwise), the
+// inputs (hidden only with a confidence head), the weights and a caller-owned workspace, which
+// the run writes.
 void list_dspark_run_buffers(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in,
                              const dfsel_dspark_outputs& out, RunBuffers* bufs) {
   const DSparkShape& sh = plan.shape;
-  const bool sampling = in.temperature > 0.0f;
   const size_t cells = (size_t)in.n_blocks * sh.N * 4;
   bufs->add("outputs.tokens", out.tokens, cells, 4, true, true);
   bufs->add("outputs.n_emitted", out.n_emitted, (size_t)in.n_blocks * 4, 4, true, true);
   bufs->add("outputs.draft_ids", out.draft_ids, cells, 4, true);
   bufs->add("outputs.logits", out.logits, cells, 4, true);
-  bufs->add("outputs.probs", sampling ? out.probs : nullptr, cells, 4, true);
-  bufs->add("outputs.log_norm", sampling ? out.log_norm : nullptr, cells, 4, true);
+  // Given on a greedy run, probs and log_norm are written too: with 0.
+  bufs->add("outputs.probs", out.probs, cells, 4, true);
+  bufs->add("outputs.log_norm", out.log_norm, cells, 4, true);
   bufs->add("outputs.confidence", out.confidence, cells, 4, true);
   bufs->add_tensor("inputs.logits", in.logits);
   if (sh.conf) bufs->add_tensor("inputs.hidden", in.hidden);

@@ -93,8 +93,8 @@ typedef struct dfsel_dspark_outputs {
   int32_t* n_emitted;   /* [n_blocks] */
   int32_t* draft_ids;   /* [n_blocks][N] the chosen draft ids (the tokens without d2t) */
   float* logits;        /* [n_blocks][N] l_k at the chosen id */
-  float* probs;         /* [n_blocks][N] sampling only: softmax(l_k / temperature) at the chosen id */
-  float* log_norm;      /* [n_blocks][N] sampling only: log sum_v exp(l_k[v] / temperature) */
+  float* probs;         /* [n_blocks][N] sampling: softmax(l_k / temperature) at the chosen id (greedy: 0) */
+  float* log_norm;      /* [n_blocks][N] sampling: log sum_v exp(l_k[v] / temperature) (greedy: 0) */
   float* confidence;    /* [n_blocks][N] c_k; plans with a confidence head only */
 } dfsel_dspark_outputs;
 
