@@ -52,15 +52,18 @@ DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh,
   return c;
 }
 
+// A tensor's rows as the chain's kernels take them: the first row, the row stride, the type.
+void bind_rows(const dfsel_tensor& t, const uint8_t*& rows, size_t& stride, dfsel_type& type) {
+  rows = static_cast<const uint8_t*>(t.data);
+  stride = t.nb[1];
+  type = t.type;
+}
+
 // The chain's arguments that hold for every run of the plan (the weights, the sizes).
 cuda::DSparkChainArgs plan_args(const dfsel_dspark_plan_desc& d, const DSparkShape& sh) {
   cuda::DSparkChainArgs a{};
-  a.w1 = static_cast<const uint8_t*>(d.w1.data);
-  a.w1_stride = d.w1.nb[1];
-  a.w1_type = d.w1.type;
-  a.w2 = static_cast<const uint8_t*>(d.w2.data);
-  a.w2_stride = d.w2.nb[1];
-  a.w2_type = d.w2.type;
+  bind_rows(d.w1, a.w1, a.w1_stride, a.w1_type);
+  bind_rows(d.w2, a.w2, a.w2_stride, a.w2_type);
   a.scale = static_cast<const float*>(d.w2_scale.data);
   a.scale_rows = sh.scale_rows;
   a.conf_w = static_cast<const uint8_t*>(d.conf_w.data);
@@ -155,12 +158,8 @@ class CudaDSpark final : public DSparkBackend {
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     DFSEL_TRY(check_stream(st, d_.device, true));
     a_.layout = sh_.layout_for(in.n_blocks);
-    a_.logits = static_cast<const uint8_t*>(in.logits.data);
-    a_.logits_stride = in.logits.nb[1];
-    a_.logits_type = in.logits.type;
-    a_.hidden = static_cast<const uint8_t*>(in.hidden.data);
-    a_.hidden_stride = in.hidden.nb[1];
-    a_.hidden_type = in.hidden.type;
+    bind_rows(in.logits, a_.logits, a_.logits_stride, a_.logits_type);
+    bind_rows(in.hidden, a_.hidden, a_.hidden_stride, a_.hidden_type);
     a_.anchors = in.anchors;
     a_.n_blocks = in.n_blocks;
     a_.temperature = in.temperature;
