@@ -12,10 +12,7 @@ take it (plan.workspace, owned by plans made of torch tensors) as a mutable argu
 then orders the steps of one plan and never drops a step whose results go unused. select
 returns six new tensors allocated through torch (from the graph's pool when captured), q zeros
 for a greedy walk (temperature <= 0); select_out writes the six tensors it is given, as
-plan.run(out=) does (q only when sampling), and allocates nothing. select_out checks a set of
-outputs once: given the same six tensor objects at the same addresses again, it takes them as
-checked, as plan.run(out=) takes an Outputs, so a shape or stride changed in place on one of
-them afterwards is not seen. The plan is named by its
+plan.run(out=) does (q only when sampling), and allocates nothing. The plan is named by its
 integer handle (plan.handle). Runs are enqueued on torch's current stream.
 
 The operators are defined with torch.library.Library and implemented for the CPU and CUDA
@@ -25,7 +22,6 @@ host time than the step itself. They have no autograd formula: the selection is 
 differentiable.
 """
 import ctypes
-import weakref
 
 import torch
 
@@ -52,21 +48,15 @@ def _shapes(plan, n_blocks):
 
 class _State:
     """What the operators keep per plan, so that a call only rewrites pointers: one
-    dfsel_outputs struct, the workspace's device and pointer, the output shapes per n_blocks,
-    and the output set select_out last checked (weak references, their addresses, its blocks)
-    with a struct of its own that points at it."""
-    __slots__ = ("struct", "ref", "device", "workspace_ptr", "shapes", "out_struct", "out_ref", "checked",
-                 "checked_ptrs", "checked_blocks")
+    dfsel_outputs struct, the workspace's device and pointer, the output shapes per n_blocks."""
+    __slots__ = ("struct", "ref", "device", "workspace_ptr", "shapes")
 
     def __init__(self, plan):
         self.struct = _abi.Outputs()
         self.ref = ctypes.pointer(self.struct)
-        self.out_struct = _abi.Outputs()
-        self.out_ref = ctypes.pointer(self.out_struct)
         self.device = plan.workspace.device
         self.workspace_ptr = plan.workspace.data_ptr()
         self.shapes = {}
-        self.checked, self.checked_ptrs, self.checked_blocks = (), None, 0
 
     def shapes_for(self, plan, n_blocks):
         s = self.shapes.get(n_blocks)
@@ -78,18 +68,6 @@ class _State:
         st = self.struct
         st.cand_ids, st.unary, st.scores, st.q, st.path, st.n_emitted = [t.data_ptr() for t in tensors]
         return self.ref
-
-    def is_checked(self, given, ptrs, n_blocks):
-        """Whether `given` is the set checked last: the same tensor objects at the same
-        addresses, with room for n_blocks (a reused Outputs, as plan.run(out=) takes it)."""
-        return (ptrs == self.checked_ptrs and n_blocks <= self.checked_blocks and
-                all(r() is t for r, t in zip(self.checked, given)))
-
-    def remember(self, given, ptrs, blocks):
-        st = self.out_struct
-        st.cand_ids, st.unary, st.scores, st.q, st.path, st.n_emitted = ptrs
-        self.checked, self.checked_ptrs, self.checked_blocks = tuple(weakref.ref(t) for t in given), ptrs, blocks
-        return self.out_ref
 
 
 def _live(handle):
@@ -150,11 +128,6 @@ def _select_out(logits, hidden, anchors, workspace, plan, temperature, p_min, se
     given = (cand_ids, unary, scores, q, path, n_emitted)
 
     def outputs_for(n_blocks):
-        # The set checked last (a persistent buffer set, reused step after step) is taken as
-        # it is: the check below costs more host time than the rest of the call.
-        ptrs = [t.data_ptr() for t in given]
-        if s.is_checked(given, ptrs, n_blocks):
-            return s.out_ref
         # Buffers for m >= n_blocks blocks, m read from path [m, L]; a run writes the leading rows.
         m = path.shape[0] if path.dim() == 2 else -1
         if m < n_blocks:
@@ -166,7 +139,7 @@ def _select_out(logits, hidden, anchors, workspace, plan, temperature, p_min, se
                             "(outputs for %d blocks)" % (name, t.dtype, tuple(t.shape), t.device,
                                                          "" if t.is_contiguous() else ", not contiguous", dtype,
                                                          shape, s.device, m))
-        return s.remember(given, ptrs, m)
+        return s.point_at(given)
 
     p._run_into(logits, hidden, anchors, temperature, p_min, seed & _U64, outputs_for, _stream(p))
     if copied:

@@ -144,8 +144,6 @@ def test_operators_refuse_what_is_not_the_plans(torch):
         torch.ops.dfsel.select(p.logits, p.hidden, p.anchors, plan.workspace, -5, 0.0, 0.0, 0)
     out = plan.outputs(1)
     args = [out.cand_ids, out.unary, out.scores, out.q, out.path, out.n_emitted]
-    # A good set first: the set select_out took as checked does not let another one through.
-    torch.ops.dfsel.select_out(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0, *args)
     bad = list(args)
     bad[2] = out.scores.transpose(1, 2)
     with pytest.raises(dfsel.Error, match="scores is .* not contiguous"):
@@ -154,12 +152,6 @@ def test_operators_refuse_what_is_not_the_plans(torch):
     bad[0] = out.cand_ids.float()
     with pytest.raises(dfsel.Error, match="cand_ids is torch.float32"):
         torch.ops.dfsel.select_out(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0, *bad)
-    # The same objects, one moved to other memory (set_): checked again, and refused.
-    moved = [t.clone() for t in args]
-    torch.ops.dfsel.select_out(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0, *moved)
-    moved[5].set_(torch.empty((2, 3), dtype=torch.int32, device=moved[5].device))
-    with pytest.raises(dfsel.Error, match="n_emitted is torch.int32 \\(2, 3\\)"):
-        torch.ops.dfsel.select_out(p.logits, p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0, *moved)
     with pytest.raises(dfsel.Error, match="logits is on cpu"):
         torch.ops.dfsel.select(p.logits.cpu(), p.hidden, p.anchors, plan.workspace, plan.handle, 0.0, 0.0, 0)
 
