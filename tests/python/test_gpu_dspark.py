@@ -159,7 +159,8 @@ def test_bad_anchor_is_reported_by_check(torch):
     seed = fresh_seed()
     p = Problem(seed, V=2000, blocks=3)
     plan, = p.plans([(0, p.V)], torch)
-    logits, anchors, _ = (x[0] for x in p.inputs([(0, p.V)], torch))
+    logits, anchors, _ = p.inputs([(0, p.V)], torch)  # no confidence head: no hidden
+    logits, anchors = logits[0], anchors[0]
     anchors[1] = p.VT
     out = plan.run(logits, anchors)
     with pytest.raises(dfsel.Error) as e:
