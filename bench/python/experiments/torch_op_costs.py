@@ -8,7 +8,6 @@ CUDA machine with torch:
 """
 import statistics
 import sys
-import time
 
 import torch
 
@@ -50,25 +49,13 @@ calls = {
 }
 
 
-def host_us(call, batch=32, rounds=40):
-    per = []
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        for _ in range(batch):
-            call()
-        per.append((time.perf_counter_ns() - t0) / 1000.0 / batch)
-    torch.cuda.synchronize()
-    return statistics.median(per)
-
-
 for fn in calls.values():
     for _ in range(50):
         fn()
 samples = {k: [] for k in calls}
 for _ in range(5):
     for k, fn in calls.items():
-        samples[k].append(host_us(fn))
+        samples[k].append(b.host_us(fn, rounds=40))
 plan.check()
 print("torch %s, %s; host us per call" % (torch.__version__, torch.cuda.get_device_name(0)))
 for k, v in samples.items():
