@@ -22,6 +22,18 @@
 namespace dfsel::test {
 namespace {
 
+// A case of V (= V_target) draft rows, rank R, hidden width E (0: no confidence head), N steps
+// and `blocks` blocks; the rest as DSparkCase's defaults.
+DSparkCase sized(int64_t V, int R, int64_t E, int N, int blocks) {
+  DSparkCase c;
+  c.V = c.V_target = V;
+  c.R = R;
+  c.E = E;
+  c.N = N;
+  c.blocks = blocks;
+  return c;
+}
+
 std::string describe(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r) {
   std::string b;
   for (int64_t x : r.bounds) b += (b.empty() ? "" : ",") + std::to_string(x);
@@ -113,12 +125,7 @@ TEST(GpuDSpark, ShardCountsAndPlacementsGiveBitwiseTheSameResult) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (float temperature : {0.0f, 1.1f}) {
-    DSparkCase c;
-    c.V = c.V_target = 5003;
-    c.R = 64;
-    c.E = 40;
-    c.N = 7;
-    c.blocks = 4;
+    DSparkCase c = sized(5003, 64, 40, 7, 4);
     c.w1_t = DFSEL_TYPE_BF16;
     c.w2_t = DFSEL_TYPE_Q8_0;
     c.scale_rows = 2;
@@ -183,11 +190,7 @@ TEST_P(GpuDSparkRealisticSize, BitwiseTheCpu) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const RealisticShape& s = GetParam();
-  DSparkCase c;
-  c.V = c.V_target = cases::kDSparkVocab;
-  c.R = cases::kDSparkRank;
-  c.N = cases::kDSparkDraft;
-  c.blocks = s.blocks;
+  DSparkCase c = sized(cases::kDSparkVocab, cases::kDSparkRank, 0, cases::kDSparkDraft, s.blocks);
   c.w1_t = c.w2_t = DFSEL_TYPE_BF16;
   const uint64_t data_seed = rng();
   const DSparkData d = make_dspark_data(c, data_seed);
@@ -275,12 +278,7 @@ TEST(GpuDSpark, SecondRunBitwiseTheFirst) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (float temperature : {0.0f, 0.6f}) {
-    DSparkCase c;
-    c.V = c.V_target = 9000;
-    c.R = 96;
-    c.E = 32;
-    c.N = 7;
-    c.blocks = 5;
+    DSparkCase c = sized(9000, 96, 32, 7, 5);
     c.w2_t = DFSEL_TYPE_F16;
     DSparkRunOpts r;
     r.bounds = random_bounds(c.V, 2, 1, rng);
@@ -378,11 +376,7 @@ TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  DSparkCase c;
-  c.V = c.V_target = 7000;
-  c.R = 256;
-  c.N = 4;
-  c.blocks = 3;
+  DSparkCase c = sized(7000, 256, 0, 4, 3);
   c.w2_t = DFSEL_TYPE_BF16;
   DSparkRunOpts r;
   r.temperature = 0.8f;
@@ -420,12 +414,7 @@ TEST(GpuDSpark, CallerWorkspace) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (int S : {1, 3}) {
-    DSparkCase c;
-    c.V = c.V_target = 12000;
-    c.R = 64;
-    c.E = 24;
-    c.N = 5;
-    c.blocks = 4;
+    DSparkCase c = sized(12000, 64, 24, 5, 4);
     c.w1_t = DFSEL_TYPE_F16;
     DSparkRunOpts r;
     if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);

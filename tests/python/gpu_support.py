@@ -24,6 +24,20 @@ def need(condition, reason):
         pytest.skip(reason)
 
 
+def captured(torch, run):
+    """run() once on a side stream (the warm-up torch asks for before capture), then captured in
+    a CUDA graph on the current stream. Returns the graph and what the captured call returned."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = run()
+    return graph, got
+
+
 def torch_or_skip():
     try:
         import torch

@@ -10,7 +10,7 @@ import pytest
 
 import dfsel
 from dfsel import Status
-from gpu_support import torch_or_skip
+from gpu_support import captured, torch_or_skip
 from problems import split, to_bf16_bits
 
 FIELDS = ("tokens", "n_emitted", "draft_ids", "logits", "probs", "log_norm", "confidence")
@@ -131,14 +131,7 @@ def test_graph_capture_replays_new_inputs(torch):
     plan, = p.plans(whole, torch)
     logits, anchors, hidden = (x[0] for x in p.inputs(whole, torch))
     out = plan.outputs()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the default stream, as torch asks before capture
-        plan.run(logits, anchors, hidden=hidden, p_min=0.3, out=out)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        plan.run(logits, anchors, hidden=hidden, p_min=0.3, out=out)
+    graph, _ = captured(torch, lambda: plan.run(logits, anchors, hidden=hidden, p_min=0.3, out=out))
     for k in range(3):
         p.new_inputs(seed + 1 + k)
         l2, a2, h2 = (x[0] for x in p.inputs(whole, torch))

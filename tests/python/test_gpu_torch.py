@@ -4,7 +4,7 @@ torch.ops.dfsel.select, two plans on two streams. Skips without torch or a GPU."
 import pytest
 
 import dfsel
-from gpu_support import REALISTIC, TorchProblem, check_against_torch, need, torch_or_skip
+from gpu_support import REALISTIC, TorchProblem, captured, check_against_torch, need, torch_or_skip
 
 
 @pytest.fixture(scope="module")
@@ -40,26 +40,24 @@ def test_realistic_shapes_against_torch(torch, ldt, hdt, wdt, n_blocks, ties, te
     assert near <= 2
 
 
+def replay_new_inputs(torch, p, plan, static, graph, seed):
+    """Fresh inputs (seed) copied into the captured ones, the graph replayed and checked."""
+    p.new_inputs(seed)
+    for s, new in zip(static, (p.logits, p.hidden, p.anchors)):
+        s.copy_(new)
+    graph.replay()
+    torch.cuda.synchronize()
+    plan.check()
+
+
 def test_graph_capture_replays_new_inputs(torch):
     p = TorchProblem(torch, 3, 2, ldt=torch.float32, hdt=torch.bfloat16, wdt=torch.bfloat16, **REALISTIC)
     plan = p.plan()
     static = [p.logits.clone(), p.hidden.clone(), p.anchors.clone()]
     out = plan.outputs(2)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the default stream, as torch asks before capture
-        plan.run(*static, out=out)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        plan.run(*static, out=out)
+    graph, _ = captured(torch, lambda: plan.run(*static, out=out))
     for seed in (11, 12, 13):
-        p.new_inputs(seed)
-        for s, new in zip(static, (p.logits, p.hidden, p.anchors)):
-            s.copy_(new)
-        graph.replay()
-        torch.cuda.synchronize()
-        plan.check()
+        replay_new_inputs(torch, p, plan, static, graph, seed)
         eager = plan.run(p.logits, p.hidden, p.anchors)
         same_bits(eager, out)
         check_against_torch(p, out)
@@ -198,21 +196,9 @@ def test_operator_captured_in_a_cuda_graph(torch):
     p = TorchProblem(torch, 55, 2, ldt=torch.float32, hdt=torch.bfloat16, wdt=torch.bfloat16, **REALISTIC)
     plan = p.plan()
     static = [p.logits.clone(), p.hidden.clone(), p.anchors.clone()]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.ops.dfsel.select(*static, plan.workspace, plan.handle, 0.0, 0.0, 0)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        res = torch.ops.dfsel.select(*static, plan.workspace, plan.handle, 0.0, 0.0, 0)
+    graph, res = captured(torch, lambda: torch.ops.dfsel.select(*static, plan.workspace, plan.handle, 0.0, 0.0, 0))
     for seed in (61, 62):
-        p.new_inputs(seed)
-        for s, new in zip(static, (p.logits, p.hidden, p.anchors)):
-            s.copy_(new)
-        graph.replay()
-        torch.cuda.synchronize()
-        plan.check()
+        replay_new_inputs(torch, p, plan, static, graph, seed)
         want = plan.run(p.logits, p.hidden, p.anchors).as_dict()
         for k, got in zip(("cand_ids", "unary", "scores"), res[:3]):
             assert torch.equal(got, want[k]), k
