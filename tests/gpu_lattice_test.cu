@@ -174,7 +174,7 @@ TEST(GpuGate, EveryTileAndSplitMatchesReference) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   for (const GateCase& c : cases)
     for (int tile = 0; tile < cuda::kGateTiles; ++tile)
-      for (int split : {1, 2, 16}) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false, tile, split));
+      for (int split : {1, 2, 8, 16}) ASSERT_NO_FATAL_FAILURE(check_gate(c, seed++, false, tile, split));
 }
 
 // The shapes Gate times (tests/support/case_lists.h): n_embd 5120, R 256, BF16 W_h, F32 hidden,

@@ -231,6 +231,44 @@ TEST(GpuSelector, OutOfRangeAnchorIsReported) {
   EXPECT_EQ(y.status, DFSEL_SUCCESS) << y.error;
 }
 
+// An environment variable set for a scope (a failed assertion returns through it too).
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
+// DFSEL_MAX_CLUSTER: a malformed value is refused at plan creation with the value named; a cap
+// (the portable 8, a non-portable 12, none at 1) still matches the CPU on a shape whose gate
+// splits n_embd over 16 CTAs and whose lattice takes clusters of 15 when uncapped.
+TEST(GpuSelector, MaxClusterIsCheckedAndKeepsTheResult) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  Case c;
+  c.V = 3000;
+  c.E = 4096;
+  c.R = 64;
+  c.K = 8;
+  c.block = 16;
+  c.blocks = 2;
+  for (const char* bad : {"0", "17", "8x", "-8", "sixteen"}) {
+    SCOPED_TRACE(std::string("DFSEL_MAX_CLUSTER=") + bad);
+    const ScopedEnv env("DFSEL_MAX_CLUSTER", bad);
+    RunOpts r;
+    r.backend = DFSEL_BACKEND_CUDA;
+    const Result x = run_case(c, make_data(c, rng()), r);
+    EXPECT_EQ(x.status, DFSEL_INVALID_ARGUMENT) << x.error;
+    EXPECT_NE(x.error.find(std::string("DFSEL_MAX_CLUSTER = \"") + bad + "\""), std::string::npos) << x.error;
+  }
+  for (const char* cap : {"1", "8", "12", "16"}) {
+    SCOPED_TRACE(std::string("DFSEL_MAX_CLUSTER=") + cap);
+    const ScopedEnv env("DFSEL_MAX_CLUSTER", cap);
+    expect_gpu_matches_cpu(c, rng(), Variant{});
+  }
+}
+
 // The whole step on the CUDA backend at sanitizer sizes: one and three shards on one GPU,
 // both placements, greedy with p_min and sampling, packed rows (E fits K + K*K).
 TEST(GpuSelector, SmallShapesForSanitizers) {

@@ -5,12 +5,16 @@
 // wave), chained where that pays, allocates nothing and can be captured in a CUDA graph.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "host/backend/backend.h"
 #include "host/backend/cuda_status.h"
+#include "kernels/cluster_launch.cuh"
 #include "kernels/gate.cuh"
 #include "kernels/pack_records.cuh"
 #include "kernels/score_lattice.cuh"
@@ -41,6 +45,24 @@ CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
   return c;
 }
 
+// DFSEL_MAX_CLUSTER (an integer in [1, 16]): the largest thread-block cluster the plan's
+// launches use (the gate's n_embd split, the lattice's cluster), for tools that cannot follow
+// the non-portable sizes above 8 (compute-sanitizer's synccheck: scripts/gpu-check.sh). Unset:
+// the largest the device holds. Every rank of a group must see the same value, as the gate's
+// split sets the order of its sums.
+Status cluster_cap(int* cap) {
+  *cap = cuda::kMaxCluster;
+  const char* env = std::getenv("DFSEL_MAX_CLUSTER");
+  if (!env || !*env) return Status::success();
+  int v = 0;
+  char extra = 0;
+  if (std::sscanf(env, "%d%c", &v, &extra) != 1 || v < 1 || v > cuda::kMaxCluster)
+    return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_MAX_CLUSTER = \"%s\" must be an integer in [1, %d] (unset it for the "
+                "largest cluster the device holds)", env, cuda::kMaxCluster);
+  *cap = v;
+  return Status::success();
+}
+
 Status sm_count(int device, int* n) {
   DFSEL_CUDA_TRY(cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   return Status::success();
@@ -63,7 +85,10 @@ class CudaBackend final : public Backend {
     DFSEL_TRY(check_device(desc_.device));
     DeviceGuard g(desc_.device);
     DFSEL_TRY(sm_count(desc_.device, &num_sms_));
+    int cap = 0;
+    DFSEL_TRY(cluster_cap(&cap));
     DFSEL_CUDA_TRY(cuda::gate_device(desc_.device, &gate_dev_), "reading the device's attributes");
+    gate_dev_.max_split = std::min(gate_dev_.max_split, cap);
     c_ = carve(desc_, sh_, num_sms_);
     DFSEL_TRY(device_workspace(desc_.workspace, desc_.workspace_bytes, c_.total, &owned_, &base_));
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
@@ -72,7 +97,7 @@ class CudaBackend final : public Backend {
     DFSEL_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
     plan_topk_splits();
     cuda::LatticeArgs shape = lattice_args(desc_.config.max_blocks);
-    const cudaError_t e = cuda::lattice_launch(shape, desc_.device, &lattice_);
+    const cudaError_t e = cuda::lattice_launch(shape, desc_.device, &lattice_, cap);
     // A carve larger than the device allows is this plan's limit; a refusal before any carve
     // (K or the codebook type without an instance, which validation refuses first) is the
     // set-up's own failure, reported as such below.
