@@ -44,30 +44,44 @@ def _in_tree():
     return os.path.exists(os.path.join(TREE, "CMakeLists.txt")) and os.path.exists(os.path.join(TREE, "host"))
 
 
+# What pip's isolated build environment sets so that Python finds only the build's packages.
+_ISOLATION = ("PYTHONPATH", "PYTHONNOUSERSITE")
+
+
+def _runs(cmake, env):
+    try:
+        r = subprocess.run([cmake, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                           timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
 def _cmake():
-    """The first cmake on PATH that runs. A cmake that pip installed into a virtual environment
-    is a launcher importing its package, which pip's isolated build environment hides: it is on
-    PATH there but fails, and a system cmake later on PATH works."""
+    """(cmake, the environment to run it in): the first cmake on PATH that runs as is, else the
+    first that runs without pip's isolation variables; (None, None) when none runs. A cmake that
+    pip installed (a launcher importing its package) fails inside pip's isolated build, which
+    hides that package; a system cmake later on PATH is taken before it, and without one the
+    launcher runs with its own Python's packages back in view."""
+    candidates = []
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         cmake = shutil.which("cmake", path=folder or os.curdir)
-        if cmake is None:
-            continue
-        try:
-            r = subprocess.run([cmake, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if r.returncode == 0:
-            return cmake
-    return None
+        if cmake is not None and cmake not in candidates:
+            candidates.append(cmake)
+    unisolated = {k: v for k, v in os.environ.items() if k not in _ISOLATION}
+    for env in (dict(os.environ), unisolated):
+        for cmake in candidates:
+            if _runs(cmake, env):
+                return cmake, env
+    return None, None
 
 
 def _build_library(work):
     """Builds libdfsel.so from the source tree into work and returns its path."""
-    cmake = _cmake()
+    cmake, env = _cmake()
     if cmake is None:
         raise RuntimeError("dfsel: building libdfsel.so needs CMake 3.24 or newer (scripts/install-deps.sh), or set "
                            "DFSEL_LIBRARY to a libdfsel.so already built")
-    env = dict(os.environ)
     if os.path.isdir("/usr/local/cuda/bin"):  # where the CUDA Toolkit puts nvcc (as scripts/build.sh)
         env["PATH"] = "/usr/local/cuda/bin" + os.pathsep + env.get("PATH", "")
     configure = [cmake, "-S", TREE, "-B", work, "-DCMAKE_BUILD_TYPE=Release", "-DDFSEL_BUILD_TESTS=OFF",

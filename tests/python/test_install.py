@@ -115,6 +115,15 @@ def test_library_given_at_install_time_is_bundled(tmp_path):
     check_bundled(tmp_path / "site", tmp_path)
 
 
+def _backend():
+    """The build backend as a module of its own."""
+    spec = importlib.util.spec_from_file_location("dfsel_build_under_test",
+                                                  os.path.join(SOURCE, "build_backend", "dfsel_build.py"))
+    backend = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(backend)
+    return backend
+
+
 def test_build_backend_passes_over_a_cmake_that_does_not_run(tmp_path, monkeypatch):
     """A cmake first on PATH that fails, as a virtual environment's launcher does inside pip's
     isolated build (it imports a package that environment hides), is passed over for the next
@@ -126,13 +135,32 @@ def test_build_backend_passes_over_a_cmake_that_does_not_run(tmp_path, monkeypat
     (bad / "cmake").write_text("#!/bin/sh\necho 'No module named cmake' >&2\nexit 1\n")
     (bad / "cmake").chmod(0o755)
     monkeypatch.setenv("PATH", str(bad) + os.pathsep + os.environ.get("PATH", ""))
-    spec = importlib.util.spec_from_file_location("dfsel_build_under_test",
-                                                  os.path.join(SOURCE, "build_backend", "dfsel_build.py"))
-    backend = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(backend)
-    cmake = backend._cmake()
+    backend = _backend()
+    cmake, env = backend._cmake()
     assert cmake is not None and os.path.dirname(cmake) != str(bad)
-    assert subprocess.run([cmake, "--version"], capture_output=True).returncode == 0
+    assert subprocess.run([cmake, "--version"], capture_output=True, env=env).returncode == 0
+
+
+def test_build_backend_runs_a_cmake_launcher_outside_pip_isolation(tmp_path, monkeypatch):
+    """The only cmake on PATH is a launcher that fails while pip's isolation variables are set
+    (as one pip installed fails inside pip's isolated build): it is taken, to run without them."""
+    real = shutil.which("cmake")
+    if not real:
+        pytest.skip("cmake is not installed")
+    launcher = tmp_path / "bin"
+    launcher.mkdir()
+    (launcher / "cmake").write_text('#!/bin/sh\n[ -n "$PYTHONNOUSERSITE" ] && { echo "No module named cmake" >&2; '
+                                    'exit 1; }\nexec "%s" "$@"\n' % real)
+    (launcher / "cmake").chmod(0o755)
+    monkeypatch.setenv("PATH", str(launcher))
+    monkeypatch.setenv("PYTHONNOUSERSITE", "1")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "overlay"))
+    backend = _backend()
+    cmake, env = backend._cmake()
+    assert cmake == str(launcher / "cmake")
+    assert "PYTHONNOUSERSITE" not in env and "PYTHONPATH" not in env and env["PATH"] == str(launcher)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert backend._cmake() == (None, None)
 
 
 def test_pip_install_from_the_tree_builds_the_library(tmp_path):
