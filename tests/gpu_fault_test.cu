@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/compare.h"
+#include "support/dspark_problem.h"
 #include "support/gpu.cuh"
 #include "support/problem.h"
 
@@ -217,6 +218,63 @@ TEST(GpuFault, StreamOfAnotherDeviceIsRefused) {
   CUDA_OK(cudaSetDevice(1));
   cudaStreamDestroy(other);
   CUDA_OK(cudaSetDevice(0));
+}
+
+// A CUDA plan given weights its device cannot read is refused at creation, the pointer named:
+// pageable host memory (a kernel would fault on it, or crawl over the bus); memory CUDA
+// allocated on the host is taken. DSpark plans alike.
+TEST(GpuFault, HostWeightsForACudaPlanAreRefused) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  Case c;
+  c.V = 600;
+  const Data d = make_data(c, seed);
+  dfsel_plan_desc desc = cpu_desc(c, d, 0, 1, 0, c.V);
+  desc.backend = DFSEL_BACKEND_CUDA;
+  desc.device = 0;
+  auto create = [&](std::string* msg) {
+    char buf[512] = "";
+    dfsel_plan* plan = nullptr;
+    const dfsel_status st = dfsel_plan_create(&desc, &plan, buf, sizeof buf);
+    EXPECT_EQ(plan != nullptr, st == DFSEL_SUCCESS);
+    dfsel_plan_destroy(plan);
+    *msg = buf;
+    return st;
+  };
+  std::string msg;
+  EXPECT_EQ(create(&msg), DFSEL_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("e_prev.data = "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("host memory that CUDA did not allocate or register"), std::string::npos) << msg;
+  // Codebooks on the device, W_h still pageable: W_h is named.
+  void *e_prev = nullptr, *e_next = nullptr, *w_h = nullptr;
+  CUDA_OK(cudaMalloc(&e_prev, d.e_prev.size()));
+  CUDA_OK(cudaMalloc(&e_next, d.e_next.size()));
+  CUDA_OK(cudaMemcpy(e_prev, d.e_prev.data(), d.e_prev.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(e_next, d.e_next.data(), d.e_next.size(), cudaMemcpyHostToDevice));
+  desc.e_prev.data = e_prev;
+  desc.e_next.data = e_next;
+  EXPECT_EQ(create(&msg), DFSEL_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("w_h.data = "), std::string::npos) << msg;
+  // W_h in CUDA's pinned host memory: the device reads it, so the plan is made.
+  CUDA_OK(cudaMallocHost(&w_h, d.w_h.size()));
+  std::memcpy(w_h, d.w_h.data(), d.w_h.size());
+  desc.w_h.data = w_h;
+  EXPECT_EQ(create(&msg), DFSEL_SUCCESS) << msg;
+  cudaFree(e_prev);
+  cudaFree(e_next);
+  cudaFreeHost(w_h);
+
+  DSparkCase dc;
+  const DSparkData dd = make_dspark_data(dc, seed);
+  dfsel_dspark_plan_desc ds = dspark_desc(dc, dd, DSparkRunOpts{}, 0);
+  ds.backend = DFSEL_BACKEND_CUDA;
+  ds.device = 0;
+  char buf[512] = "";
+  dfsel_dspark_plan* plan = nullptr;
+  EXPECT_EQ(dfsel_dspark_plan_create(&ds, &plan, buf, sizeof buf), DFSEL_INVALID_ARGUMENT);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_NE(std::string(buf).find("w1.data = "), std::string::npos) << buf;
 }
 
 __global__ void fault_kernel() { __trap(); }

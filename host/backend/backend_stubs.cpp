@@ -23,6 +23,9 @@ Status device_upload(const void*, size_t, int, void**) {
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
 void device_release(void*, int) {}
+Status check_device_readable(const void*, int, const char*) {
+  return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
+}
 Status make_cuda_dspark_backend(const dfsel_dspark_plan_desc&, const DSparkShape&, std::unique_ptr<DSparkBackend>*) {
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }

@@ -1,5 +1,6 @@
 // The device copies of plan creation (device_memory.h): K-quant rows read to the host and their
-// BF16 copies uploaded and released, a CUDA DSpark plan's d2t read to be checked. They are CUDA runtime calls, so
+// BF16 copies uploaded and released, a CUDA DSpark plan's d2t read to be checked, and where a
+// CUDA plan's weights live. They are CUDA runtime calls, so
 // they are compiled with the CUDA backend; the widening itself is host/plan/widen_weights.cpp,
 // and a build without CUDA answers DFSEL_UNSUPPORTED (backend_stubs.cpp).
 #include <cuda_runtime.h>
@@ -32,6 +33,20 @@ Status device_upload(const void* src, size_t bytes, int device, void** out) {
 void device_release(void* p, int device) {
   DeviceGuard g(device);
   cudaFree(p);
+}
+
+Status check_device_readable(const void* p, int device, const char* what) {
+  DFSEL_TRY(check_device(device));  // a bad device is reported as such first
+  cudaPointerAttributes a{};
+  DFSEL_CUDA_TRY(cudaPointerGetAttributes(&a, p), "cudaPointerGetAttributes");
+  if (a.type == cudaMemoryTypeUnregistered)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s = %p is host memory that CUDA did not allocate or register; a CUDA plan "
+                "reads it on device %d: give device memory (or cudaMallocHost / cudaHostRegister memory)", what, p,
+                device);
+  if (a.type == cudaMemoryTypeDevice && a.device != device)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s = %p is memory of CUDA device %d but the plan runs on device %d", what, p,
+                a.device, device);
+  return Status::success();
 }
 
 }  // namespace dfsel

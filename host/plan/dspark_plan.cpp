@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <new>
 
+#include "host/backend/device_memory.h"
 #include "host/plan/create_plan.h"
 #include "host/plan/dspark_plan.h"
 #include "host/plan/plan.h"
@@ -30,6 +31,14 @@ Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan)
   plan->desc.backend = kind;
   dfsel_dspark_plan_desc& d = plan->desc;
   const bool on_device = kind == DFSEL_BACKEND_CUDA;
+  if (on_device) {  // before widening, which reads K-quant weights from the device
+    DFSEL_TRY(check_device_readable(d.w1.data, d.device, "w1.data"));
+    DFSEL_TRY(check_device_readable(d.w2.data, d.device, "w2.data"));
+    if (d.w2_scale.data) DFSEL_TRY(check_device_readable(d.w2_scale.data, d.device, "w2_scale.data"));
+    if (d.conf_w.data) DFSEL_TRY(check_device_readable(d.conf_w.data, d.device, "conf_w.data"));
+    if (d.d2t) DFSEL_TRY(check_device_readable(d.d2t, d.device, "d2t"));
+    if (d.workspace) DFSEL_TRY(check_device_readable(d.workspace, d.device, "workspace"));
+  }
   if (is_kquant(d.w1.type) || is_kquant(d.w2.type) || (d.conf_w.data && is_kquant(d.conf_w.type))) {
     plan->widened.reset(new WidenedWeights());
     DFSEL_TRY(widen_kquant_tensor(&d.w1, on_device, d.device, plan->widened.get()));
