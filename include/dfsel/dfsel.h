@@ -106,7 +106,9 @@ typedef enum dfsel_placement {
   DFSEL_CODEBOOKS_SHARDED = 1     /* each rank holds the rows of its own vocabulary range */
 } dfsel_placement;
 
-/* A ggml-style tensor view. Memory is host memory for the CPU backend, device memory for CUDA. */
+/* A ggml-style tensor view. Memory is host memory for the CPU backend, device memory for CUDA
+ * (a CUDA plan's weights and workspace may also be host memory CUDA allocated or registered;
+ * plan creation refuses pageable host memory and another device's memory, the pointer named). */
 typedef struct dfsel_tensor {
   const void* data;
   dfsel_type type;

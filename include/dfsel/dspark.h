@@ -30,7 +30,8 @@
  * every pointer is aligned for the type it holds, and memory a run writes (its outputs, a
  * caller-owned workspace) overlaps nothing else the run touches. The CPU backend runs a plan
  * on host memory, the CUDA backend on device memory of desc.device (every pointer: weights,
- * d2t, inputs, outputs, workspace); a CUDA run is enqueued on the caller's stream, can be
+ * d2t, inputs, outputs, workspace; plan creation refuses weights, d2t or a workspace in
+ * pageable host memory or on another device, the pointer named); a CUDA run is enqueued on the caller's stream, can be
  * captured in a CUDA graph, and reports what it found on the device (an anchor out of range) at
  * dfsel_dspark_plan_wait. Every output is bitwise the same on both backends.
  */
