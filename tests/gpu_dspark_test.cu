@@ -18,6 +18,7 @@
 #include "support/dspark_gpu.h"
 #include "support/dspark_problem.h"
 #include "support/gpu.cuh"
+#include "support/scoped_env.h"
 
 namespace dfsel::test {
 namespace {
@@ -393,13 +394,13 @@ TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
   } cases[] = {{"100x2", DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_TILE = \"100x2\""},
                {"64x4", DFSEL_INVALID_ARGUMENT, "stages 2 or 3"},
                {"64x2junk", DFSEL_INVALID_ARGUMENT, "ROWSxSTAGES"},
+               {"4294967360x2", DFSEL_INVALID_ARGUMENT, "ROWSxSTAGES"},  // 64 once wrapped to an int
                {"192x3", DFSEL_UNSUPPORTED, "DFSEL_DSPARK_TILE = 192x3 does not fit"},
                {"32x3", DFSEL_SUCCESS, ""}};
   for (const Case& t : cases) {
     SCOPED_TRACE(std::string("DFSEL_DSPARK_TILE=") + t.value);
-    setenv("DFSEL_DSPARK_TILE", t.value, 1);
+    const ScopedEnv env("DFSEL_DSPARK_TILE", t.value);
     const DSparkResult x = run_dspark_cuda(c, d, r);
-    unsetenv("DFSEL_DSPARK_TILE");
     EXPECT_EQ(x.status, t.status) << x.error;
     if (t.status != DFSEL_SUCCESS) EXPECT_NE(x.error.find(t.needle), std::string::npos) << x.error;
     else EXPECT_EQ(dspark_bitwise_diff(x, base), "");

@@ -256,7 +256,7 @@ TEST(GpuFault, HostWeightsForACudaPlanAreRefused) {
   desc.e_next.data = e_next;
   EXPECT_EQ(create(&msg), DFSEL_INVALID_ARGUMENT);
   EXPECT_NE(msg.find("w_h.data = "), std::string::npos) << msg;
-  // W_h in CUDA's pinned host memory: the device reads it, so the plan is made.
+  // W_h in CUDA's pinned host memory, which the device can address: the plan is made.
   CUDA_OK(cudaMallocHost(&w_h, d.w_h.size()));
   std::memcpy(w_h, d.w_h.data(), d.w_h.size());
   desc.w_h.data = w_h;

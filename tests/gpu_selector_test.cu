@@ -12,6 +12,7 @@
 #include "support/compare.h"
 #include "support/gpu.cuh"
 #include "support/problem.h"
+#include "support/scoped_env.h"
 
 namespace dfsel::test {
 namespace {
@@ -231,13 +232,6 @@ TEST(GpuSelector, OutOfRangeAnchorIsReported) {
   EXPECT_EQ(y.status, DFSEL_SUCCESS) << y.error;
 }
 
-// An environment variable set for a scope (a failed assertion returns through it too).
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
-
 // DFSEL_MAX_CLUSTER: a malformed value is refused at plan creation with the value named; a cap
 // (the portable 8, a non-portable 12, none at 1) still matches the CPU on a shape whose gate
 // splits n_embd over 16 CTAs and whose lattice takes clusters of 15 when uncapped.
@@ -253,7 +247,7 @@ TEST(GpuSelector, MaxClusterIsCheckedAndKeepsTheResult) {
   c.K = 8;
   c.block = 16;
   c.blocks = 2;
-  for (const char* bad : {"0", "17", "8x", "-8", "sixteen"}) {
+  for (const char* bad : {"0", "17", "8x", "-8", "sixteen", " 8", "4294967304"}) {
     SCOPED_TRACE(std::string("DFSEL_MAX_CLUSTER=") + bad);
     const ScopedEnv env("DFSEL_MAX_CLUSTER", bad);
     RunOpts r;

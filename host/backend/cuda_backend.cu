@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cinttypes>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "host/backend/backend.h"
 #include "host/backend/cuda_status.h"
+#include "host/backend/env_int.h"
 #include "kernels/cluster_launch.cuh"
 #include "kernels/gate.cuh"
 #include "kernels/pack_records.cuh"
@@ -55,8 +55,8 @@ Status cluster_cap(int* cap) {
   const char* env = std::getenv("DFSEL_MAX_CLUSTER");
   if (!env || !*env) return Status::success();
   int v = 0;
-  char extra = 0;
-  if (std::sscanf(env, "%d%c", &v, &extra) != 1 || v < 1 || v > cuda::kMaxCluster)
+  const char* end = read_env_int(env, 1, cuda::kMaxCluster, &v);
+  if (!end || *end)
     return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_MAX_CLUSTER = \"%s\" must be an integer in [1, %d] (unset it for the "
                 "largest cluster the device holds)", env, cuda::kMaxCluster);
   *cap = v;

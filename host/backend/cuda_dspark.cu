@@ -6,11 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <cinttypes>
-#include <cstdio>
 #include <cstdlib>
 
 #include "host/backend/cuda_status.h"
 #include "host/backend/dspark_backend.h"
+#include "host/backend/env_int.h"
 #include "kernels/dspark_chain.cuh"
 
 namespace dfsel {
@@ -92,10 +92,10 @@ Status asked_tile(cuda::DSparkTile* t) {
   const char* env = std::getenv("DFSEL_DSPARK_TILE");
   if (!env || !*env) return Status::success();
   int rows = 0, stages = 0;
-  char extra = 0;
   const int largest = cuda::kDSparkTiles[0].rows;
-  if (std::sscanf(env, "%dx%d%c", &rows, &stages, &extra) != 2 || rows < 16 || rows > largest || rows % 16 != 0 ||
-      (stages != 2 && stages != 3))
+  const char* x = read_env_int(env, 16, largest, &rows);
+  const char* end = x && *x == 'x' ? read_env_int(x + 1, 2, 3, &stages) : nullptr;
+  if (!end || *end || rows % 16 != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_TILE = \"%s\" must be ROWSxSTAGES: rows a multiple of 16 in [16, %d], "
                 "stages 2 or 3 (unset it for the measured default)", env, largest);
   *t = cuda::DSparkTile{rows, stages};
