@@ -6,7 +6,10 @@
 //                     the chain's distance to it is the chain's own cost
 // V_draft = V_target = 163840, R = 256, N = 7, BF16 W1 and W2, F32 logits (N rows a block,
 // sample_from_anchor), no d2t, scale or confidence head. Per chain the W2 rows are read N
-// times (N x 84 MB): at 4.27 TB/s that is 137 us, the floor the step is held against.
+// times (N x 84 MB): at 4.27 TB/s that is 137 us, the floor the step is held against. Each
+// rank has two plans over two copies of its W2 rows (168 MB together, more than the L2), used
+// by turns from one chain to the next, so that no chain starts with its W2 in L2 from the chain
+// before it; within a chain every step reads the same W2, as in an engine.
 // Counters: us (median time per chain), x_w2_floor (us over N W2 reads at 4.27 TB/s),
 // target_us (the figure the chain is to meet, where one is set), GB/s over W2 x N + logits.
 #include <algorithm>
@@ -53,13 +56,14 @@ double median(std::vector<double> t) {
 
 // One simulated rank: its plan, its W2 rows, rotated copies of its logits rows.
 struct DSparkRank {
-  DeviceMem w2, anchors, tokens, n_emitted, draft_ids, logit_out, probs, log_norm;
+  DeviceMem w2[2], anchors, tokens, n_emitted, draft_ids, logit_out, probs, log_norm;
   std::vector<std::unique_ptr<DeviceMem>> logits;
-  dfsel_dspark_plan* plan = nullptr;
+  dfsel_dspark_plan* plan[2] = {nullptr, nullptr};  // over w2[0] and w2[1]
   std::vector<dfsel_dspark_inputs> in;
   dfsel_dspark_outputs out{};
   ~DSparkRank() {
-    if (plan) dfsel_dspark_plan_destroy(plan);
+    for (dfsel_dspark_plan* p : plan)
+      if (p) dfsel_dspark_plan_destroy(p);
   }
 };
 
@@ -68,7 +72,8 @@ bool setup_dspark_rank(benchmark::State& state, const DSparkShape& s, int rank, 
   const int64_t vb = kVocab * rank / s.ranks, ve = kVocab * (rank + 1) / s.ranks, vs = ve - vb;
   const size_t cells = (size_t)s.rows();
   const bool sampling = s.temperature > 0.0f;
-  if (!cuda_ok(state, r->w2.alloc((size_t)vs * kRank * 2), "cudaMalloc w2") ||
+  if (!cuda_ok(state, r->w2[0].alloc((size_t)vs * kRank * 2), "cudaMalloc w2") ||
+      !cuda_ok(state, r->w2[1].alloc((size_t)vs * kRank * 2), "cudaMalloc w2") ||
       !cuda_ok(state, r->anchors.alloc((size_t)s.blocks * 4), "cudaMalloc anchors") ||
       !cuda_ok(state, r->tokens.alloc(cells * 4), "cudaMalloc tokens") ||
       !cuda_ok(state, r->n_emitted.alloc((size_t)s.blocks * 4), "cudaMalloc n_emitted") ||
@@ -78,7 +83,7 @@ bool setup_dspark_rank(benchmark::State& state, const DSparkShape& s, int rank, 
                     !cuda_ok(state, r->log_norm.alloc(cells * 4), "cudaMalloc log_norm"))))
     return false;
   // Rank-independent values: every rank sees its part of the same global W2 and logits.
-  fill_hashed(r->w2.get(), DFSEL_TYPE_BF16, (size_t)vs * kRank, 0.25f, 21 + vb * kRank);
+  for (DeviceMem& w2 : r->w2) fill_hashed(w2.get(), DFSEL_TYPE_BF16, (size_t)vs * kRank, 0.25f, 21 + vb * kRank);
   std::vector<int32_t> anchors(s.blocks);
   for (int b = 0; b < s.blocks; ++b) anchors[b] = (int32_t)(hash64(b) % (uint64_t)kVocab);
   cudaMemcpy(r->anchors.get(), anchors.data(), anchors.size() * 4, cudaMemcpyHostToDevice);
@@ -94,12 +99,14 @@ bool setup_dspark_rank(benchmark::State& state, const DSparkShape& s, int rank, 
   d.device = 0;
   d.placement = DFSEL_CODEBOOKS_REPLICATED;
   d.w1 = matrix(w1.get(), DFSEL_TYPE_BF16, kRank, kVocab, (size_t)kRank * 2);
-  d.w2 = matrix(r->w2.get(), DFSEL_TYPE_BF16, kRank, vs, (size_t)kRank * 2);
   char msg[512] = "";
   if (!cuda_ok(state, cudaDeviceSynchronize(), "filling the inputs")) return false;
-  if (dfsel_dspark_plan_create(&d, &r->plan, msg, sizeof msg) != DFSEL_SUCCESS) {
-    state.SkipWithError((std::string("dfsel_dspark_plan_create: ") + msg).c_str());
-    return false;
+  for (int i = 0; i < 2; ++i) {
+    d.w2 = matrix(r->w2[i].get(), DFSEL_TYPE_BF16, kRank, vs, (size_t)kRank * 2);
+    if (dfsel_dspark_plan_create(&d, &r->plan[i], msg, sizeof msg) != DFSEL_SUCCESS) {
+      state.SkipWithError((std::string("dfsel_dspark_plan_create: ") + msg).c_str());
+      return false;
+    }
   }
   for (int c = 0; c < copies; ++c) {
     dfsel_dspark_inputs in{};
@@ -117,17 +124,18 @@ bool setup_dspark_rank(benchmark::State& state, const DSparkShape& s, int rank, 
 }
 
 void dspark_step(benchmark::State& state, DSparkShape s) {
-  const int copies = rotation_copies((size_t)s.rows() * (kVocab / s.ranks) * 4);
+  // Even, so that call c's plans (c % 2) alternate between consecutive calls of the graph.
+  const int copies = (rotation_copies((size_t)s.rows() * (kVocab / s.ranks) * 4) + 1) / 2 * 2;
   DeviceMem w1;  // replicated: one copy serves every simulated rank
   if (!cuda_ok(state, w1.alloc((size_t)kVocab * kRank * 2), "cudaMalloc w1") ||
       !cuda_ok(state, fill_hashed(w1.get(), DFSEL_TYPE_BF16, (size_t)kVocab * kRank, 0.25f, 20), "filling w1"))
     return;
   std::vector<std::unique_ptr<DSparkRank>> ranks;
-  std::vector<dfsel_dspark_plan*> plans;
+  std::vector<dfsel_dspark_plan*> plans[2];
   for (int i = 0; i < s.ranks; ++i) {
     ranks.emplace_back(new DSparkRank());
     if (!setup_dspark_rank(state, s, i, w1, copies, ranks.back().get())) return;
-    plans.push_back(ranks.back()->plan);
+    for (int w = 0; w < 2; ++w) plans[w].push_back(ranks.back()->plan[w]);
   }
   std::vector<dfsel_dspark_inputs> in(s.ranks);
   std::vector<dfsel_dspark_outputs> out(s.ranks);
@@ -137,18 +145,21 @@ void dspark_step(benchmark::State& state, DSparkShape s) {
       in[i] = ranks[i]->in[c];
       out[i] = ranks[i]->out;
     }
-    return dfsel_dspark_run_group(s.ranks, plans.data(), in.data(), out.data(), streams.data());
+    return dfsel_dspark_run_group(s.ranks, plans[c % 2].data(), in.data(), out.data(), streams.data());
   };
-  // One chain outside the graph, waited for: a run the device refuses is an error, not a time.
-  if (run(0, nullptr) != DFSEL_SUCCESS) {
-    state.SkipWithError((std::string("dfsel_dspark_run_group: ") + dfsel_dspark_plan_last_error(plans[0])).c_str());
-    return;
-  }
-  for (dfsel_dspark_plan* p : plans)
-    if (dfsel_dspark_plan_wait(p, nullptr, -1) != DFSEL_SUCCESS) {
-      state.SkipWithError((std::string("dfsel_dspark_plan_wait: ") + dfsel_dspark_plan_last_error(p)).c_str());
+  // A chain of each plan set outside the graph, waited for: a run the device refuses is an
+  // error, not a time.
+  for (int c = 0; c < 2; ++c) {
+    if (run(c, nullptr) != DFSEL_SUCCESS) {
+      state.SkipWithError((std::string("dfsel_dspark_run_group: ") + dfsel_dspark_plan_last_error(plans[c][0])).c_str());
       return;
     }
+    for (dfsel_dspark_plan* p : plans[c])
+      if (dfsel_dspark_plan_wait(p, nullptr, -1) != DFSEL_SUCCESS) {
+        state.SkipWithError((std::string("dfsel_dspark_plan_wait: ") + dfsel_dspark_plan_last_error(p)).c_str());
+        return;
+      }
+  }
   const double bytes = kDraft * w2_bytes() + (double)s.rows() * kVocab * 4;
   std::vector<double> per_call;
   time_graph(state, copies, bytes, [&](int c, cudaStream_t st) {

@@ -56,9 +56,9 @@ inline constexpr DSparkStepShape kDSparkStepShapes[] = {
     {1, 1, 0.0f, 160.0},
     {8, 1, 0.0f, 180.0},
     {1, 2, 0.0f, 175.0},
-    {4, 1, 0.0f, 0.0},
-    {1, 1, 0.8f, 0.0},
-    {8, 1, 0.8f, 0.0},
+    {4, 1, 0.0f, 170.0},
+    {1, 1, 0.8f, 170.0},
+    {8, 1, 0.8f, 200.0},
 };
 
 }  // namespace dfsel::cases
