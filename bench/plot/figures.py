@@ -225,12 +225,14 @@ def build_scaling(index):
             ", ".join(str(t[0]) for t in torch), "" if len(torch) == 1 else "s",
             "one block" if len(torch) == 1 else "these"))
 
-    # DSpark chain: greedy, the shape of the newest DSparkW2ReadFloor (else of any DSparkStep row).
+    # DSpark chain: greedy, at the shape (V, R, N) of the newest DSparkStep row.
     right = f.panel(title="DSpark chain (N steps a block), greedy", notes=[], xlabel="blocks")
-    shape = None
-    for n in index.names("DSparkW2ReadFloor") + index.names("DSparkStep"):
-        fam, p, fl = results.parse_name(n)
-        shape = shape or {k: p.get(k) for k in ("vocab", "r", "n")}
+    shape, newest = None, None
+    for n in index.names("DSparkStep"):
+        fields, src = index.row(n, "time_us")
+        if src is not None and (newest is None or src.order > newest):
+            fam, p, fl = results.parse_name(n)
+            shape, newest = {k: p.get(k) for k in ("vocab", "r", "n")}, src.order
     if shape:
         right["title"] = "DSpark chain, V %s, R %s, N %s, greedy" % (shape["vocab"], shape["r"], shape["n"])
 

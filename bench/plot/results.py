@@ -46,9 +46,9 @@ def parse_name(name):
 class Source:
     """One result file: what kind, which GPU, when, and the command that made it."""
 
-    def __init__(self, path, kind, gpu, date, data):
+    def __init__(self, path, kind, gpu, date, data, root=ROOT):
         self.path = path
-        self.rel = os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
+        self.rel = os.path.relpath(path, root)
         self.name = os.path.basename(path)
         self.kind = kind
         self.gpu = gpu
@@ -184,7 +184,7 @@ def load(root=ROOT, dirs=RESULT_DIRS):
             gpu, date = _gpu_and_date(kind, data, name)
             if date is None:
                 continue
-            sources.append(Source(path, kind, gpu, date, data))
+            sources.append(Source(path, kind, gpu, date, data, root))
     commits = _commit_times([s.path for s in sources])
     for s in sources:
         s.command = _command(s, readmes)
