@@ -4,6 +4,7 @@
 # command and by .ci/run.
 #   scripts/install-deps.sh         cmake, ninja, g++, GoogleTest, Google Benchmark, and
 #                                   python3 with NumPy, pytest and pip (the Python package's tests)
+#                                   and matplotlib (bench/plot/make_figures.py and its test)
 #   scripts/install-deps.sh --ci    and clang with libFuzzer's runtime (.ci/run's fuzz stage)
 #   scripts/install-deps.sh --dry-run   says what it would install and checks Python, installs nothing
 # Runs apt-get through sudo when not root. The CUDA Toolkit and NCCL come from NVIDIA's
@@ -29,8 +30,8 @@ command -v ninja >/dev/null || need+=(ninja-build)
 command -v g++ >/dev/null || need+=(g++)
 dpkg -s libgtest-dev >/dev/null 2>&1 || need+=(libgtest-dev)
 dpkg -s libbenchmark-dev >/dev/null 2>&1 || need+=(libbenchmark-dev)
-# The Python tests run on Debian's interpreter, whose NumPy, pytest and pip come from apt.
-for pkg in python3 python3-numpy python3-pytest python3-pip; do
+# The Python tests run on Debian's interpreter, whose NumPy, pytest, pip and matplotlib come from apt.
+for pkg in python3 python3-numpy python3-pytest python3-pip python3-matplotlib; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # libFuzzer's runtime ships apart from clang on Debian and Ubuntu.
@@ -84,14 +85,14 @@ if [ -z "$python" ]; then
   echo "install-deps: no python3 on PATH; the Python tests run on Debian's: /usr/bin/python3 -m pytest tests/python"
 else
   missing=()
-  for mod in numpy pytest; do
+  for mod in numpy pytest matplotlib; do
     "$python" -c "import $mod" >/dev/null 2>&1 || missing+=("$mod")
   done
   if [ ${#missing[@]} -gt 0 ]; then
     version=$("$python" -c 'import sys; print("Python %d.%d.%d" % sys.version_info[:3])' 2>/dev/null || echo "version unknown")
     echo "install-deps: the Python the tests would use, $python ($version), lacks: ${missing[*]}" >&2
     if [ "$(readlink -f "$python")" = "$(readlink -f /usr/bin/python3 2>/dev/null)" ]; then
-      echo "install-deps:   it is Debian's: apt-get install python3-numpy python3-pytest (this script does it without --dry-run)" >&2
+      echo "install-deps:   it is Debian's: apt-get install python3-numpy python3-pytest python3-matplotlib (this script does it without --dry-run)" >&2
     else
       echo "install-deps:   it is not Debian's /usr/bin/python3, which this script provides for. Either install them" >&2
       echo "install-deps:   there ($python -m pip install ${missing[*]}), or run the tests with Debian's:" >&2

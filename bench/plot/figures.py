@@ -1,0 +1,477 @@
+"""What each picture shows, as data: build_*(index) returns a figure description whose series
+hold every plotted value with the file, row and field it was read from (written beside the PNG
+as JSON); draw() turns a description into a matplotlib figure, tagging each drawn artist with
+its series (gid "series:<id>", bars "series:<id>:<i>") so that the numbers can be read back
+from the figure itself.
+
+Series styles: bar (one bar a point), span (a bar from the point 'start' to the point 'end'),
+line (points x, value), hline (one value across the panel), vline (one value down the panel).
+"""
+import textwrap
+
+import results
+
+STEP_VOCAB = 248320  # the sizes of the README's step: V 248320, K 16, block 16, F32 logits
+BLOCK = 16
+KERNELS = ("topk", "gate", "records", "exchange", "lattice")
+KERNEL_LABELS = {"topk": "top-K", "gate": "gate", "records": "records", "exchange": "exchange", "lattice": "lattice"}
+KERNEL_COLORS = {"topk": "#1f77b4", "gate": "#ff7f0e", "records": "#9467bd", "exchange": "#8c564b",
+                 "lattice": "#2ca02c"}
+TIMELINE_CASES = ((1, None), (2, "replicated"), (2, "sharded"))
+TIMELINE_TOKENS = (16, 256)
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
+
+
+def _case_name(ranks, placement, tokens):
+    n = "StepTimeline/" + ("ranks:%d/" % ranks if ranks > 1 else "")
+    n += "tokens:%d/vocab:%d/k:16/f32/bf16" % (tokens, STEP_VOCAB)
+    return n + ("/" + placement if placement else "")
+
+
+def _expected_kernels(ranks, placement):
+    if ranks == 1:
+        return ["topk", "gate", "lattice"]  # one rank exchanges nothing
+    return ["topk", "gate"] + (["records"] if placement == "sharded" else []) + ["exchange", "lattice"]
+
+
+def _point(key, value, where):
+    return {"key": key, "value": value, "from": where}
+
+
+class _Figure:
+    def __init__(self, name, title, gpu):
+        self.d = {"figure": name, "title": title, "gpu": gpu, "panels": [], "missing": [], "sources": []}
+
+    def panel(self, **kw):
+        p = dict(kw, series=[])
+        self.d["panels"].append(p)
+        return p
+
+    def done(self, index):
+        """Lists the files the series were read from, with their dates and commands."""
+        used = []
+        for p in self.d["panels"]:
+            for s in p["series"]:
+                for pt in s["points"]:
+                    if pt["from"]["file"] not in used:
+                        used.append(pt["from"]["file"])
+        srcs = [index.source(rel) for rel in used]
+        srcs.sort(key=lambda s: s.order, reverse=True)
+        self.d["sources"] = [{"file": s.rel, "date": s.when(), "command": s.command} for s in srcs]
+        return self.d
+
+
+def build_timeline(index):
+    f = _Figure("step-timeline", "Where a selector step's time goes: its kernels on the GPU (StepTimeline, CUPTI trace)",
+                index.gpu)
+    names = {}
+    for n in index.names("StepTimeline"):
+        fam, params, flags = results.parse_name(n)
+        if params.get("vocab") != STEP_VOCAB or "all_outputs" in flags or flags[:1] != ("f32",):
+            continue
+        placement = next((p for p in ("replicated", "sharded") if p in flags), None)
+        names[(params.get("ranks", 1), placement, params.get("tokens"))] = n
+    for ranks, placement in TIMELINE_CASES:
+        for tokens in TIMELINE_TOKENS:
+            blocks = tokens // BLOCK
+            title = "%d block%s (%d tokens), %s" % (blocks, "" if blocks == 1 else "s", tokens,
+                                                    "1 rank" if ranks == 1 else "%d simulated ranks, %s codebooks" % (
+                                                        ranks, placement))
+            p = f.panel(title=title, case=_case_name(ranks, placement, tokens), ranks=ranks, placement=placement,
+                        tokens=tokens, lanes=[], notes=[])
+            name = names.get((ranks, placement, tokens))
+            fields, src = index.row(name, "step") if name else (None, None)
+            if fields is None:
+                f.d["missing"].append("%s (not in any recorded JSON)" % p["case"])
+                p["notes"].append("not recorded: %s" % p["case"])
+                continue
+            traced = sorted({k[:-6] for k in fields if k.endswith("_start") and k[:-6] + "_end" in fields})
+            lanes = [k for k in KERNELS if k in traced] + [k for k in traced if k not in KERNELS]
+            expected = _expected_kernels(ranks, placement)
+            p["lanes"] = [k for k in KERNELS if k in expected or k in traced] + [k for k in traced if k not in KERNELS]
+            for k in lanes:
+                pts = [_point(end, fields[k + "_" + end], results.field_path(src, name, k + "_" + end))
+                       for end in ("start", "end")]
+                p["series"].append({"id": "%s:%s" % (p["case"], k), "label": KERNEL_LABELS.get(k, k), "style": "span",
+                                    "lane": k, "points": pts})
+            p["series"].append({"id": "%s:step" % p["case"], "label": "step", "style": "vline",
+                                "points": [_point("step", fields["step"], results.field_path(src, name, "step"))]})
+            absent = [k for k in expected if k not in traced]
+            if absent:
+                p["notes"].append("not in the trace: " + ", ".join(KERNEL_LABELS.get(k, k) for k in absent))
+                f.d["missing"].append("%s: kernels %s not traced" % (p["case"], ", ".join(absent)))
+    return f.done(index)
+
+
+def _topk_shapes(index):
+    shapes = []
+    for n in index.names("ShardTopK"):
+        fam, params, flags = results.parse_name(n)
+        if not flags or flags[0] not in DTYPE_BYTES or "tokens" not in params or "vocab" not in params:
+            continue
+        shapes.append((params["tokens"], params["vocab"], flags[0] != "f32", params.get("k", 16) != 16,
+                       params.get("k", 16), flags[0], n))
+    shapes.sort()
+    return shapes
+
+
+def _floor_name(index, tokens, row_bytes):
+    """The ReadFloor row that reads the same bytes: a BF16 row of V is an F32 row of V / 2."""
+    for n in index.names("ReadFloor"):
+        fam, params, flags = results.parse_name(n)
+        if params.get("tokens") == tokens and flags[:1] in (("f32",), ("bf16",)) and \
+                params.get("vocab", 0) * DTYPE_BYTES[flags[0]] == row_bytes:
+            return n
+    return None
+
+
+def _torch_topk_name(index, params, dtype):
+    for n in index.names("TorchTopK"):
+        fam, p, flags = results.parse_name(n)
+        if p.get("tokens") == params["tokens"] and p.get("vocab") == params["vocab"] and \
+                p.get("k", 16) == params.get("k", 16) and flags[:1] == (dtype,):
+            return n
+    return None
+
+
+def build_topk(index):
+    f = _Figure("topk-floor", "The top-K of each shape against its ReadFloor (the best plain read of the same bytes)",
+                index.gpu)
+    p = f.panel(title="ShardTopK, one launch a shard, graph replay", categories=[], notes=[])
+    dfsel, floor, torch = ([], [], [])
+    for tokens, vocab, _, _, k, dtype, name in _topk_shapes(index):
+        value, where = index.lookup(name)
+        if value is None:
+            continue
+        cat = "%d x %d\n%s, K %d" % (tokens, vocab, dtype.upper(), k)
+        p["categories"].append(cat)
+        dfsel.append(_point(cat, value, where))
+        fl = _floor_name(index, tokens, vocab * DTYPE_BYTES[dtype])
+        fv, fw = index.lookup(fl) if fl else (None, None)
+        if fv is not None:
+            floor.append(_point(cat, fv, fw))
+        else:
+            f.d["missing"].append("ReadFloor for %s" % name)
+        tn = _torch_topk_name(index, {"tokens": tokens, "vocab": vocab, "k": k}, dtype)
+        tv, tw = index.lookup(tn) if tn else (None, None)
+        if tv is not None:
+            torch.append(_point(cat, tv, tw))
+    p["series"] = [{"id": "topk:dfsel", "label": "dfsel ShardTopK", "style": "bar", "points": dfsel},
+                   {"id": "topk:floor", "label": "ReadFloor (same bytes)", "style": "bar", "points": floor}]
+    if torch:
+        p["series"].append({"id": "topk:torch", "label": "torch.topk", "style": "bar", "points": torch})
+    else:
+        p["notes"].append("torch.topk: no figure recorded in a result JSON (TorchTopK rows)")
+        f.d["missing"].append("torch.topk (no TorchTopK row in any result JSON)")
+    no_floor = [pt["key"].replace("\n", " ") for pt in dfsel if pt["key"] not in {q["key"] for q in floor}]
+    if no_floor:
+        p["notes"].append("no ReadFloor recorded for " + "; ".join(no_floor))
+    return f.done(index)
+
+
+def _blocks_series(index, family, want, blocks_of):
+    """Points (blocks, time) of the rows of a family that want(params, flags) accepts."""
+    pts = []
+    for n in index.names(family):
+        fam, params, flags = results.parse_name(n)
+        if want(params, flags):
+            v, w = index.lookup(n)
+            if v is not None:
+                pts.append((blocks_of(params), v, w, n))
+    pts.sort(key=lambda t: t[0])
+    return pts
+
+
+def _line(sid, label, pts, **extra):
+    return dict({"id": sid, "label": label, "style": "line",
+                 "points": [dict(_point(b, v, w), x=b) for b, v, w, _ in pts]}, **extra)
+
+
+def build_scaling(index):
+    f = _Figure("step-scaling", "The step and the DSpark chain by blocks, against their floors and PyTorch", index.gpu)
+    # DFlash2 step: one rank, the path only, F32 logits.
+    left = f.panel(title="DFlash2 selector step, V %d, K 16, block 16, F32 logits" % STEP_VOCAB, notes=[],
+                   xlabel="blocks of 16 tokens")
+    step = _blocks_series(index, "SelectorStep",
+                          lambda p, fl: p.get("vocab") == STEP_VOCAB and "ranks" not in p and fl == ("f32", "bf16"),
+                          lambda p: p["tokens"] // BLOCK)
+    left["series"].append(_line("step:dfsel", "dfsel SelectorStep (1 GPU)", step))
+    floor = []
+    for b, _, _, n in step:
+        v, w = index.lookup(n, "floor_us")
+        if v is not None:
+            floor.append((b, v, w, n))
+    left["series"].append(_line("step:floor", "floor: bytes / 4.27 TB/s", floor, dashed=True))
+    for pl in ("replicated", "sharded"):
+        sim = _blocks_series(index, "SimulatedShards",
+                             lambda p, fl, pl=pl: p.get("vocab") == STEP_VOCAB and p.get("ranks") == 2 and pl in fl
+                             and fl[:1] == ("f32",), lambda p: p["tokens"] // BLOCK)
+        if sim:
+            left["series"].append(_line("step:sim2:%s" % pl, "dfsel, 2 simulated ranks, %s" % pl, sim, markers_only=True,
+                                        marker="D" if pl == "replicated" else "v"))
+    torch = []
+    src = index.newest("torch_step")
+    if src:
+        for i, row in enumerate(src.data["against_torch"]):
+            if row.get("vocab") == STEP_VOCAB and row.get("torch_us") is not None:
+                where = {"file": src.rel, "row": "against_torch[%d]" % i, "field": "torch_us", "kind": src.kind}
+                torch.append((src.data.get("shape", {}).get("tokens", BLOCK) // BLOCK, row["torch_us"], where, None))
+    if torch:
+        left["series"].append(_line("step:torch", "plain PyTorch selector (bench_step.py)", torch))
+    else:
+        f.d["missing"].append("the PyTorch selector (no bench/python/bench_step.py JSON for this GPU)")
+    if torch and len(torch) < len(step):
+        f.d["missing"].append("the PyTorch selector beyond %s block%s (bench_step.py measures %s)" % (
+            ", ".join(str(t[0]) for t in torch), "" if len(torch) == 1 else "s",
+            "one block" if len(torch) == 1 else "these"))
+
+    # DSpark chain: greedy, at the shape (V, R, N) of the newest DSparkStep row.
+    right = f.panel(title="DSpark chain (N steps a block), greedy", notes=[], xlabel="blocks")
+    shape, newest = None, None
+    for n in index.names("DSparkStep"):
+        fields, src = index.row(n, "time_us")
+        if src is not None and (newest is None or src.order > newest):
+            fam, p, fl = results.parse_name(n)
+            shape, newest = {k: p.get(k) for k in ("vocab", "r", "n")}, src.order
+    if shape:
+        right["title"] = "DSpark chain, V %s, R %s, N %s, greedy" % (shape["vocab"], shape["r"], shape["n"])
+
+    def dspark(ranks):
+        return _blocks_series(index, "DSparkStep",
+                              lambda p, fl: all(p.get(k) == shape[k] for k in shape) and p.get("ranks", 1) == ranks
+                              and "greedy" in fl and "tile" not in p, lambda p: p["blocks"])
+    one, two = (dspark(1), dspark(2)) if shape else ([], [])
+    right["series"].append(_line("dspark:dfsel", "dfsel DSparkStep (1 GPU)", one))
+    if two:
+        right["series"].append(_line("dspark:sim2", "dfsel, 2 simulated ranks", two, markers_only=True))
+    floor, target, target2 = [], [], []
+    for b, _, _, n in one:
+        v, w = index.lookup(n, "floor_us")
+        if v is not None:
+            floor.append((b, v, w, n))
+    for pts, out in ((one, target), (two, target2)):
+        for b, _, _, n in pts:
+            v, w = index.lookup(n, "target_us")
+            if v is not None:
+                out.append((b, v, w, n))
+    right["series"].append(_line("dspark:floor", "floor: bytes / 4.27 TB/s", floor, dashed=True))
+    for n in index.names("DSparkW2ReadFloor"):
+        fam, p, fl = results.parse_name(n)
+        if shape and all(p.get(k) == shape[k] for k in shape):
+            v, w = index.lookup(n)
+            right["series"].append({"id": "dspark:w2floor", "label": "DSparkW2ReadFloor: W2 read N times",
+                                    "style": "hline", "points": [_point("w2", v, w)]})
+            break
+    if target:
+        right["series"].append(_line("dspark:target", "target, 1 GPU", target, markers_only=True, marker="x"))
+    if target2:
+        right["series"].append(_line("dspark:target2", "target, 2 simulated ranks", target2, markers_only=True,
+                                     marker="x"))
+    src = index.newest("torch_dspark")
+    torch = []
+    if src:
+        for i, row in enumerate(src.data["rows"]):
+            if row.get("torch_us") is not None and (not shape or row.get("vocab") == shape["vocab"]):
+                where = {"file": src.rel, "row": "rows[%d]" % i, "field": "torch_us", "kind": src.kind}
+                torch.append((row["blocks"], row["torch_us"], where, None))
+        torch.sort(key=lambda t: t[0])
+    if torch:
+        right["series"].append(_line("dspark:torch", "PyTorch loop in a CUDA graph (bench_dspark.py)", torch))
+    else:
+        f.d["missing"].append("the DSpark PyTorch loop (no bench/python/bench_dspark.py JSON for this GPU)")
+    if not one:
+        f.d["missing"].append("DSparkStep rows")
+    return f.done(index)
+
+
+BUILDERS = (build_timeline, build_topk, build_scaling)
+
+
+# ---- drawing ---------------------------------------------------------------------------------
+
+FOOT_WRAP = 175
+LINE_IN = 0.14  # inches a footer line takes at 7 points
+
+
+def _footer_lines(desc):
+    """(text, color) lines under the panels: what is missing, then the GPU and every file used with
+    its date and command."""
+    lines = []
+    if desc["missing"]:
+        lines.append(("Not recorded yet (a run that records it is drawn by the same command):", "#a04000"))
+        for m in desc["missing"]:
+            lines += [(t, "#a04000") for t in textwrap.wrap("- " + m, FOOT_WRAP, subsequent_indent="    ")]
+    lines.append(("%s. Drawn by python3 bench/plot/make_figures.py from (file, date of the run, command):" % desc["gpu"],
+                  "#222222"))
+    for s in desc["sources"]:
+        lines += [(t, "#444444") for t in textwrap.wrap("%s (%s): %s" % (s["file"], s["date"], s["command"]), FOOT_WRAP,
+                                                        subsequent_indent="      ")]
+    return lines
+
+
+def _fmt(v):
+    return "%.0f" % v if v >= 100 else "%.1f" % v if v >= 10 else "%.2f" % v
+
+
+def _timeline_rows(desc):
+    """The grid rows (cases) that have at least one recorded panel."""
+    per = len(TIMELINE_TOKENS)
+    panels = desc["panels"]
+    rows = [panels[i:i + per] for i in range(0, len(panels), per)]
+    return [r for r in rows if any(p["lanes"] for p in r)]
+
+
+def _draw_timeline(fig, desc):
+    rows = _timeline_rows(desc)
+    if not rows:
+        ax = fig.add_subplot(1, 1, 1)
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no StepTimeline row recorded for this GPU", ha="center", va="center")
+        return
+    axes = fig.subplots(len(rows), len(TIMELINE_TOKENS), squeeze=False)
+    for ax, p in zip(axes.flat, [p for r in rows for p in r]):
+        ax.set_title(p["title"], fontsize=10)
+        lanes = p["lanes"]
+        if not lanes:
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, "\n".join(["not recorded:"] + textwrap.wrap(p["case"].replace("/", "/ "), 50)),
+                    ha="center", va="center", fontsize=8.5, color="#777777", transform=ax.transAxes)
+            continue
+        ypos = {k: len(lanes) - 1 - i for i, k in enumerate(lanes)}
+        step = None
+        for s in p["series"]:
+            if s["style"] == "span":
+                start, end = (pt["value"] for pt in s["points"])
+                bars = ax.barh(ypos[s["lane"]], end - start, left=start, height=0.6,
+                               color=KERNEL_COLORS.get(s["lane"], "#7f7f7f"))
+                bars.patches[0].set_gid("series:" + s["id"])
+                ax.text(end, ypos[s["lane"]], " %s - %s us" % (_fmt(start), _fmt(end)), va="center", fontsize=8)
+            elif s["style"] == "vline":
+                step = s["points"][0]["value"]
+                ax.axvline(step, color="#d62728", lw=1, ls="--", gid="series:" + s["id"])
+        ax.set_yticks([ypos[k] for k in lanes])
+        labels = [KERNEL_LABELS.get(k, k) + ("" if any(s.get("lane") == k for s in p["series"]) else "\n(not traced)")
+                  for k in lanes]
+        ax.set_yticklabels(labels, fontsize=9)
+        ax.set_xlim(0, step * 1.3 if step else None)
+        ax.set_ylim(-0.6, len(lanes) - 0.4)
+        ax.set_xlabel("us from the start of the step's first kernel", fontsize=9)
+        if step:
+            ax.text(step, len(lanes) - 0.45, "step %s us " % _fmt(step), color="#d62728", fontsize=8, ha="right",
+                    va="top")
+        if p["ranks"] == 1:
+            ax.text(0.99, 0.02, "one rank: no records, no exchange", transform=ax.transAxes, ha="right", va="bottom",
+                    fontsize=7.5, color="#777777")
+        ax.grid(axis="x", alpha=0.3)
+
+
+def _draw_topk(fig, desc):
+    import numpy as np
+    p = desc["panels"][0]
+    ax = fig.add_subplot(1, 1, 1)
+    cats = p["categories"]
+    x = np.arange(len(cats))
+    series = [s for s in p["series"] if s["points"]]
+    width = 0.8 / max(1, len(series))
+    colors = {"topk:dfsel": "#1f77b4", "topk:floor": "#bdbdbd", "topk:torch": "#ff7f0e"}
+    top = 1.0
+    for i, s in enumerate(series):
+        idx = [cats.index(pt["key"]) for pt in s["points"]]
+        vals = [pt["value"] for pt in s["points"]]
+        top = max([top] + vals)
+        bars = ax.bar(x[idx] + (i - (len(series) - 1) / 2) * width, vals, width, label=s["label"],
+                      color=colors.get(s["id"]), hatch="//" if s["id"] == "topk:floor" else None,
+                      edgecolor="#616161" if s["id"] == "topk:floor" else "white")
+        for j, b in enumerate(bars.patches):
+            b.set_gid("series:%s:%d" % (s["id"], j))
+            ax.text(b.get_x() + b.get_width() / 2, b.get_height() * 1.05, _fmt(vals[j]), ha="center", va="bottom",
+                    fontsize=7.5)
+    dfsel = {pt["key"]: pt for pt in p["series"][0]["points"]}
+    floor = {pt["key"]: pt["value"] for pt in p["series"][1]["points"]}
+    days = [s["date"][:10] for s in desc["sources"]]
+    newest = max(days) if days else ""
+    labels = []
+    for key in cats:
+        day = next(s["date"][:10] for s in desc["sources"] if s["file"] == dfsel[key]["from"]["file"])
+        lab = key + ("\n%.1fx its floor" % (dfsel[key]["value"] / floor[key]) if key in floor else "\nno floor")
+        labels.append(lab + ("" if day == newest else "\n(%s run)" % day))
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(1, top * 2.5)
+    ax.set_ylabel("time per call, us (log scale; graph replay)")
+    ax.set_xlabel("rows x shard vocabulary, logits type, K")
+    ax.set_title(p["title"], fontsize=10)
+    ax.legend(loc="upper left", fontsize=8.5)
+    ax.grid(axis="y", which="both", alpha=0.25)
+
+
+def _draw_scaling(fig, desc):
+    axes = fig.subplots(1, 2, squeeze=False)[0]
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    styles = {"dfsel": ("#1f77b4", "o"), "floor": ("#7f7f7f", "."), "torch": ("#ff7f0e", "s"),
+              "sim2": ("#9467bd", "D"), "target": ("#d62728", "x"), "target2": ("#9467bd", "x"),
+              "w2floor": ("#2ca02c", None)}
+    xs = [1, 2, 4, 8, 16, 32, 64]
+    for ax, p in zip(axes, desc["panels"]):
+        for s in p["series"]:
+            kind = s["id"].split(":")[1]
+            color, marker = styles.get(kind, ("#17becf", "^"))
+            marker = s.get("marker", marker)
+            if s["style"] == "hline":
+                v = s["points"][0]["value"]
+                ax.plot([xs[0] * 0.8, xs[-1] * 1.25], [v, v], color=color, ls=":", lw=1.5,
+                        label="%s (%s us)" % (s["label"], _fmt(v)), gid="series:" + s["id"])
+                continue
+            if not s["points"]:
+                continue
+            x = [pt["x"] for pt in s["points"]]
+            y = [pt["value"] for pt in s["points"]]
+            ls = "none" if s.get("markers_only") else ("--" if s.get("dashed") else "-")
+            ax.plot(x, y, color=color, marker=marker or "", ls=ls, ms=6, mew=2 if marker == "x" else 1,
+                    label=s["label"], gid="series:" + s["id"])
+            if kind in ("dfsel", "torch", "sim2", "floor"):
+                for xi, yi in zip(x, y):
+                    ax.annotate(_fmt(yi), (xi, yi), textcoords="offset points", xytext=(5, -11 if kind == "floor" else 4),
+                                fontsize=7, color=color)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi * 1.6)  # room for the legend above the curves
+        ax.set_xlim(0.8, 80)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([str(v) for v in xs])
+        ax.set_xlabel(p["xlabel"])
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("time per call, us (log scale; graph replay)")
+        ax.set_title(p["title"], fontsize=10)
+        ax.grid(which="major", alpha=0.3)
+        ax.legend(fontsize=7.5, loc="best")
+
+
+def _body_height(desc):
+    if desc["figure"] == "step-timeline":
+        return 0.9 + 2.9 * max(1, len(_timeline_rows(desc)))
+    return 6.6
+
+
+DRAW = {"step-timeline": (_draw_timeline, 13), "topk-floor": (_draw_topk, 13), "step-scaling": (_draw_scaling, 14)}
+
+
+def draw(desc):
+    """A matplotlib figure of a description (no display needed)."""
+    from matplotlib.figure import Figure
+    fn, width = DRAW[desc["figure"]]
+    lines = _footer_lines(desc)
+    body, foot = _body_height(desc), 0.25 + LINE_IN * len(lines)
+    height = body + foot
+    fig = Figure(figsize=(width, height))
+    fn(fig, desc)
+    fig.suptitle("%s (%s)" % (desc["title"], desc["gpu"]), fontsize=12)
+    fig.tight_layout(rect=(0, foot / height, 1, 1 - 0.45 / height))
+    for i, (text, color) in enumerate(lines):
+        fig.text(0.01, (foot - 0.1 - LINE_IN * i) / height, text, fontsize=7, va="top", ha="left", family="monospace",
+                 color=color)
+    return fig

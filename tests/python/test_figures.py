@@ -1,0 +1,228 @@
+"""bench/plot/make_figures.py on the committed results: every picture is written and not empty,
+every plotted value is the value of the JSON row it names (read here from the file itself), that
+row comes from the newest file of its GPU that holds it, the figures drawn carry exactly those
+values (read back from the matplotlib artists, not from pixels), docs/figures/ is what the
+command makes of the committed results, and a later run's JSON is picked up by itself.
+
+Needs matplotlib (python3-matplotlib, which scripts/install-deps.sh installs); under CI=true a
+missing matplotlib fails these tests instead of skipping them. The library is not needed."""
+import copy
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+except ImportError:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        raise  # CI installs python3-matplotlib (scripts/install-deps.sh): its absence is a failure there
+    pytest.skip("matplotlib is not installed (apt-get install python3-matplotlib)", allow_module_level=True)
+
+sys.path.insert(0, os.path.join(ROOT, "bench", "plot"))
+import figures  # noqa: E402
+import make_figures  # noqa: E402
+
+EXPECTED = ("step-timeline", "topk-floor", "step-scaling")
+UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+@pytest.fixture(scope="module")
+def descs():
+    return make_figures.describe(ROOT)
+
+
+def points(desc):
+    for panel in desc["panels"]:
+        for s in panel["series"]:
+            for i, pt in enumerate(s["points"]):
+                yield s, i, pt
+
+
+def raw_value(where):
+    """The value a figure says it read, read here straight from its file."""
+    with open(os.path.join(ROOT, where["file"])) as f:
+        data = json.load(f)
+    row, field = where["row"], where["field"]
+    m = re.fullmatch(r"(against_torch|rows)\[(\d+)\]", row)
+    if m:
+        return data[m.group(1)][int(m.group(2))][field]
+    if "label_b" in data:
+        return next(r[field] for r in data["rows"] if r["name"] == row)
+    rows = [b for b in data["benchmarks"] if (b.get("run_name") or b["name"]) == row]
+    median = [b for b in rows if b.get("aggregate_name") == "median"]
+    rows = median or [b for b in rows if b.get("run_type") != "aggregate"]
+    value = statistics.median(b[field] for b in rows)
+    return value * UNIT_US[rows[0]["time_unit"]] if field == "real_time" else value
+
+
+def file_date(path):
+    with open(path) as f:
+        data = json.load(f)
+    ctx = data.get("context", {}) if isinstance(data, dict) else {}
+    if ctx.get("date"):
+        return ctx["date"][:19], data
+    return re.search(r"\d{4}-\d{2}-\d{2}", os.path.basename(path)).group(0) + "T00:00:00", data
+
+
+def holds(data, row, field):
+    if "label_b" in data:
+        return any(r["name"] == row and field in r for r in data["rows"])
+    if "benchmarks" in data:
+        return any((b.get("run_name") or b["name"]) == row and field in b for b in data["benchmarks"])
+    return False
+
+
+def test_every_gpu_with_results_gets_every_picture(tmp_path, descs):
+    assert "NVIDIA H200" in descs
+    written = make_figures.write(descs, str(tmp_path))
+    for gpu in descs:
+        for name in EXPECTED:
+            png = tmp_path / make_figures.gpu_slug(gpu) / (name + ".png")
+            assert str(png) in written
+            head = png.read_bytes()[:8]
+            assert head == b"\x89PNG\r\n\x1a\n", png
+            assert 10_000 < png.stat().st_size < 400_000, (png, png.stat().st_size)
+            assert json.loads((tmp_path / make_figures.gpu_slug(gpu) / (name + ".json")).read_text())["figure"] == name
+
+
+def test_every_plotted_value_is_the_json_value_of_the_newest_file(descs):
+    checked = 0
+    for gpu, figs in descs.items():
+        for d in figs:
+            assert d["gpu"] == gpu and d["sources"], d["figure"]
+            for s, i, pt in points(d):
+                where = pt["from"]
+                assert raw_value(where) == pytest.approx(pt["value"], rel=1e-12), (d["figure"], s["id"], where)
+                assert any(src["file"] == where["file"] for src in d["sources"]), where
+                if where["kind"] in ("gbench", "ab"):
+                    # No file of this GPU dated later holds that row with that field.
+                    mine, _ = file_date(os.path.join(ROOT, where["file"]))
+                    for folder in ("bench/results", "bench/python/results"):
+                        for name in os.listdir(os.path.join(ROOT, folder)):
+                            path = os.path.join(ROOT, folder, name)
+                            if not name.endswith(".json") or "-attempt" in name:
+                                continue
+                            date, data = file_date(path)
+                            if date > mine and data.get("context", {}).get("gpu") == gpu:
+                                assert not holds(data, where["row"], where["field"]), (where, name)
+                checked += 1
+    assert checked > 40
+
+
+def test_the_committed_cases_are_drawn(descs):
+    h200 = {d["figure"]: d for d in descs["NVIDIA H200"]}
+    one_rank = [p for p in h200["step-timeline"]["panels"] if p["ranks"] == 1]
+    assert [p["tokens"] for p in one_rank] == [16, 256]
+    for p in one_rank:
+        assert {s["lane"] for s in p["series"] if s["style"] == "span"} == {"topk", "gate", "lattice"}
+    topk = h200["topk-floor"]["panels"][0]
+    assert len(topk["series"][0]["points"]) >= 9 and len(topk["series"][1]["points"]) >= 7
+    ids = {s["id"] for p in h200["step-scaling"]["panels"] for s in p["series"] if s["points"]}
+    assert {"step:dfsel", "step:floor", "step:torch", "dspark:dfsel", "dspark:w2floor"} <= ids
+    blocks = [pt["x"] for p in h200["step-scaling"]["panels"] for s in p["series"] if s["id"] == "step:dfsel"
+              for pt in s["points"]]
+    assert blocks == [1, 4, 16, 64]
+
+
+def drawn_values(fig):
+    """gid -> the numbers a drawn artist carries."""
+    out = {}
+    for a in fig.findobj(lambda a: (a.get_gid() or "").startswith("series:")):
+        if hasattr(a, "get_height"):
+            out[a.get_gid()] = (a.get_x(), a.get_width(), a.get_height())
+        else:
+            out[a.get_gid()] = (list(a.get_xdata()), list(a.get_ydata()))
+    return out
+
+
+def test_the_drawn_figures_carry_the_values(descs):
+    for figs in descs.values():
+        for d in figs:
+            fig = figures.draw(d)
+            drawn = drawn_values(fig)
+            for panel in d["panels"]:
+                for s in panel["series"]:
+                    vals = [pt["value"] for pt in s["points"]]
+                    if not vals:
+                        continue
+                    gid = "series:" + s["id"]
+                    if s["style"] == "bar":
+                        for i, v in enumerate(vals):
+                            assert drawn[gid + ":%d" % i][2] == pytest.approx(v), (gid, i)
+                    elif s["style"] == "span":
+                        x, w, _ = drawn[gid]
+                        assert (x, x + w) == pytest.approx(tuple(vals)), gid
+                    elif s["style"] == "line":
+                        xs, ys = drawn[gid]
+                        assert ys == pytest.approx(vals) and xs == pytest.approx([pt["x"] for pt in s["points"]]), gid
+                    elif s["style"] == "hline":
+                        assert drawn[gid][1] == pytest.approx(vals * 2), gid
+                    elif s["style"] == "vline":
+                        assert drawn[gid][0] == pytest.approx(vals * 2), gid
+
+
+def test_docs_figures_are_what_the_command_makes_of_the_committed_results(descs):
+    for gpu, figs in descs.items():
+        for d in figs:
+            path = os.path.join(ROOT, "docs", "figures", make_figures.gpu_slug(gpu), d["figure"] + ".json")
+            assert os.path.exists(path), "%s is missing: run python3 bench/plot/make_figures.py" % path
+            with open(path) as f:
+                committed = json.load(f)
+            assert committed == json.loads(json.dumps(d)), \
+                "%s is stale: run python3 bench/plot/make_figures.py and commit docs/figures/" % path
+            assert os.path.getsize(path[:-5] + ".png") > 10_000
+
+
+def test_a_later_run_is_picked_up_by_itself(tmp_path):
+    """A newer StepTimeline file with two simulated ranks and more kernels, and a DSpark PyTorch
+    JSON, dropped into a copy of the results: the same command draws them, nothing else changes."""
+    for folder in ("bench/results", "bench/python/results"):
+        shutil.copytree(os.path.join(ROOT, folder), str(tmp_path / folder))
+    with open(os.path.join(ROOT, "bench/results/h200-2026-12-01-step.json")) as f:
+        step = json.load(f)
+    later = copy.deepcopy(step)
+    later["context"]["date"] = "2026-12-09T10:00:00+00:00"
+    later["context"]["command"] = "dfsel_bench --benchmark_filter='^StepTimeline/'"
+    rows = []
+    for b in step["benchmarks"]:
+        if not b["name"].startswith("StepTimeline/tokens:16/"):
+            continue
+        one = copy.deepcopy(b)
+        one["gate_end"] = 9.5
+        rows.append(one)
+        two = copy.deepcopy(b)
+        two["name"] = two["run_name"] = b["name"].replace("StepTimeline/", "StepTimeline/ranks:2/").replace(
+            "/f32/bf16/", "/f32/bf16/sharded/")
+        two.update(records_start=17.2, records_end=18.0, exchange_start=18.1, exchange_end=21.0, lattice_start=21.1,
+                   lattice_end=30.0, step=30.0)
+        rows.append(two)
+    later["benchmarks"] = rows
+    (tmp_path / "bench/results/h200-2026-12-09-timeline.json").write_text(json.dumps(later))
+    dspark = {"gpu": "NVIDIA H200", "torch": "2.11", "dfsel": "0.2",
+              "rows": [{"blocks": 1, "vocab": 163840, "rank": 256, "n_draft": 7, "torch_us": 315.0, "dfsel_us": 257.0},
+                       {"blocks": 8, "vocab": 163840, "rank": 256, "n_draft": 7, "torch_us": 394.0, "dfsel_us": 590.0}]}
+    (tmp_path / "bench/python/results/h200-2026-12-09-bench_dspark.json").write_text(json.dumps(dspark))
+
+    assert make_figures.main(["--root", str(tmp_path), "--out", str(tmp_path / "figs")]) == 0
+    for name in EXPECTED:
+        assert (tmp_path / "figs" / "h200" / (name + ".png")).stat().st_size > 10_000
+    d = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}
+    panels = {(p["ranks"], p["placement"], p["tokens"]): p for p in d["step-timeline"]["panels"]}
+    gate = next(s for s in panels[(1, None, 16)]["series"] if s.get("lane") == "gate")
+    assert gate["points"][1]["value"] == 9.5 and gate["points"][1]["from"]["file"].endswith("2026-12-09-timeline.json")
+    sharded = panels[(2, "sharded", 16)]
+    assert [s["lane"] for s in sharded["series"] if s["style"] == "span"] == \
+        ["topk", "gate", "records", "exchange", "lattice"]
+    assert not any("ranks:2/tokens:16" in m and "sharded" in m for m in d["step-timeline"]["missing"])
+    assert d["step-timeline"]["sources"][0]["command"] == "dfsel_bench --benchmark_filter='^StepTimeline/'"
+    torch = next(s for p in d["step-scaling"]["panels"] for s in p["series"] if s["id"] == "dspark:torch")
+    assert [(pt["x"], pt["value"]) for pt in torch["points"]] == [(1, 315.0), (8, 394.0)]
+    assert not any("DSpark PyTorch" in m for m in d["step-scaling"]["missing"])
