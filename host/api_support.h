@@ -60,6 +60,7 @@ template <class Plan, class F>
 dfsel_status call_on_plans(int n, Plan* const* plans, const char* what, F f) {
   if (!plans || n <= 0) return guarded(what, f).code;  // f refuses the arguments
   const PlanClaims<Plan> claims(n, plans);
+  if (claims.stale() >= 0) return DFSEL_INVALID_ARGUMENT;  // nothing to record the message in
   if (!claims.ok()) return DFSEL_BUSY;
   const Status s = guarded(what, f);
   for (int i = 0; i < n; ++i) record(plans[i], s);
@@ -75,21 +76,34 @@ dfsel_status run_one_plan(Plan* plan, const Inputs* in, const Outputs* out, void
   return run_group(1, &plan, in, out, streams);
 }
 
+// A handle that is not a live plan of the kind answers AUTO.
 template <class Plan>
 dfsel_backend plan_backend(const Plan* plan) {
-  return plan ? plan->desc.backend : DFSEL_BACKEND_AUTO;
+  if (!plan) return DFSEL_BACKEND_AUTO;
+  const LivePlansLock live;
+  return live.is_live(plan, Plan::kKind) ? plan->desc.backend : DFSEL_BACKEND_AUTO;
 }
 
+// A handle that is not a live plan of the kind answers what it is instead.
 template <class Plan>
 const char* plan_last_error(const Plan* plan) {
-  return plan ? plan->last_error.c_str() : "plan is NULL";
+  if (!plan) return "plan is NULL";
+  const LivePlansLock live;
+  return live.is_live(plan, Plan::kKind) ? plan->last_error.c_str() : live.what_is(plan);
 }
 
-// A plan that another thread's call holds is left alive (DFSEL_BUSY) rather than freed under it.
+// A plan that another thread's call holds is left alive (DFSEL_BUSY) rather than freed under
+// it; a handle that is not a live plan of the kind (destroyed already, the other kind) is
+// refused and not read.
 template <class Plan>
 dfsel_status destroy_plan(Plan* plan) {
   if (!plan) return DFSEL_SUCCESS;
-  if (!plan->in_use.try_claim()) return DFSEL_BUSY;
+  {
+    LivePlansLock live;
+    if (!live.is_live(plan, Plan::kKind)) return DFSEL_INVALID_ARGUMENT;
+    if (!plan->in_use.try_claim()) return DFSEL_BUSY;
+    live.remove(plan);
+  }
   delete plan;
   return DFSEL_SUCCESS;
 }

@@ -12,12 +12,14 @@
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
 #include "host/plan/group_call.h"
+#include "host/plan/live_plans.h"
 #include "host/plan/one_call.h"
 #include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
 
 struct dfsel_dspark_plan {
+  static constexpr dfsel::PlanKind kKind = dfsel::PlanKind::kDSpark;  // host/plan/live_plans.h
   dfsel_dspark_plan_desc desc;  // as given, the backend resolved and K-quant weights widened
   dfsel::DSparkShape shape;
   std::unique_ptr<dfsel::WidenedWeights> widened;  // outlives the backend, which reads it

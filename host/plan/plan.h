@@ -12,6 +12,7 @@
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
 #include "host/plan/group_call.h"
+#include "host/plan/live_plans.h"
 #include "host/plan/one_call.h"
 #include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
@@ -31,6 +32,7 @@ struct StepScratch : GroupScratch {
 }  // namespace dfsel
 
 struct dfsel_plan {
+  static constexpr dfsel::PlanKind kKind = dfsel::PlanKind::kSelector;  // host/plan/live_plans.h
   dfsel_plan_desc desc;    // as given, with the backend resolved and K-quant weights widened
   dfsel::PlanShape shape;
   std::unique_ptr<dfsel::WidenedWeights> widened;  // outlives the backend, which reads it
