@@ -65,9 +65,11 @@ typedef struct dfsel_dspark_plan_desc {
   dfsel_placement placement;  /* of W1; SHARDED needs n_target_vocab == n_vocab and no d2t */
   dfsel_tensor w1;            /* markov_w1: F32, F16, BF16, Q8_0, Q4_K, Q6_K */
   dfsel_tensor w2;            /* markov_w2: the same types */
-  dfsel_tensor w2_scale;      /* optional (data NULL): F32 {1}, or {v_end - v_begin} one per row */
-  dfsel_tensor conf_w;        /* optional (data NULL): conf_proj {n_embd + R, 1} */
-  float conf_bias;            /* conf_proj.bias (0 when the draft has none) */
+  dfsel_tensor w2_scale;      /* optional (data NULL): F32 {1}, or {v_end - v_begin} one per row;
+                                 every value finite (read and checked at creation) */
+  dfsel_tensor conf_w;        /* optional (data NULL): conf_proj {n_embd + R, 1}; every value finite
+                                 (read and checked at creation) */
+  float conf_bias;            /* conf_proj.bias (0 when the draft has none); finite */
   const int32_t* d2t;         /* optional: [v_end - v_begin] target id of each of this rank's draft ids */
   void* nccl_comm;            /* as in dfsel_plan_desc */
   void* workspace;            /* optional caller-owned workspace (dfsel_dspark_workspace_size), 16-byte aligned */
