@@ -4,6 +4,8 @@
 // exchange, also one whose own checks failed, so that its peers are told instead of waiting.
 #pragma once
 
+#include <unistd.h>
+
 #include <memory>
 #include <new>
 
@@ -33,6 +35,7 @@ Status create_plan_of_kind(const Desc* desc, Plan** out, CreateLocal create_loca
     return agreed;
   }
   DFSEL_TRY(local);
+  plan->creator = getpid();
   *out = plan.release();
   return Status::success();
 }

@@ -3,6 +3,8 @@
 // by one thread can share one exchange (dfsel_run_group): select, exchange, finish.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +42,7 @@ struct dfsel_plan {
   std::unique_ptr<dfsel::Exchange> exchange;
   std::string last_error;
   dfsel::OneCall in_use;         // held by the call on this plan now, if any (dfsel.h: threads)
+  pid_t creator = 0;  // the process that created it (a CUDA plan does not run in a fork()ed child)
   dfsel::StepScratch scratch;  // host scratch of the steps this plan leads (run_group)
 };
 
