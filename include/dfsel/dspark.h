@@ -26,7 +26,10 @@
  *
  * The same rules as dfsel.h hold: every call returns a dfsel_status and a message naming the
  * argument and its value; a plan serves one call at a time (a call that names a plan another
- * thread's call holds is refused with DFSEL_BUSY at once, nothing read, written or recorded);
+ * thread's call holds is refused with DFSEL_BUSY at once, nothing read, written or recorded;
+ * a destroyed plan, or a dfsel_plan given where a dfsel_dspark_plan is expected, is refused with
+ * DFSEL_INVALID_ARGUMENT unread; in a fork()ed child a CPU plan runs on one thread and its
+ * destruction returns: dfsel.h, Handles and fork());
  * every pointer is aligned for the type it holds, and memory a run writes (its outputs, a
  * caller-owned workspace) overlaps nothing else the run touches. The CPU backend runs a plan
  * on host memory, the CUDA backend on device memory of desc.device (every pointer: weights,
