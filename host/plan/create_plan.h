@@ -24,6 +24,7 @@ Status create_plan_of_kind(const Desc* desc, Plan** out, CreateLocal create_loca
   *out = nullptr;
   std::unique_ptr<Plan> plan(new (std::nothrow) Plan());
   if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
+  plan->creator = getpid();
   Status local = create_local(desc, plan.get());
   // Entered among the live plans before the peers are told it exists (host/plan/live_plans.h).
   if (local.ok()) local = add_live_plan(plan.get(), Plan::kKind);
@@ -35,7 +36,6 @@ Status create_plan_of_kind(const Desc* desc, Plan** out, CreateLocal create_loca
     return agreed;
   }
   DFSEL_TRY(local);
-  plan->creator = getpid();
   *out = plan.release();
   return Status::success();
 }

@@ -38,7 +38,6 @@ class PlanClaims {
     for (int i = 0; i < n; ++i)
       if (plans_[i] && !live.is_live(plans_[i], Plan::kKind)) {
         stale_ = i;
-        stale_what_ = live.what_is(plans_[i]);
         return;
       }
     for (; held_ < n; ++held_) {
@@ -55,9 +54,8 @@ class PlanClaims {
   PlanClaims& operator=(const PlanClaims&) = delete;
 
   bool ok() const { return ok_; }
-  // The index of the first plan that is not a live plan of this kind, or -1; what it is.
+  // The index of the first plan that is not a live plan of this kind, or -1.
   int stale() const { return stale_; }
-  const char* stale_what() const { return stale_what_; }
 
  private:
   // Whether plans[i] is claimed on its own account: not NULL, not named before.
@@ -77,7 +75,6 @@ class PlanClaims {
   int held_ = 0;
   bool ok_ = false;
   int stale_ = -1;
-  const char* stale_what_ = "";
 };
 
 }  // namespace dfsel
