@@ -1,6 +1,6 @@
 // The C ABI: every entry point turns the library's Status into a dfsel_status and a message.
 // No exception crosses it (each body runs inside guarded()); the library prints nothing and
-// keeps no global state.
+// keeps no global state but the addresses of its live plans (host/plan/live_plans.h).
 #include "host/api_support.h"
 #include "host/plan/plan.h"
 #include "host/plan/validate.h"

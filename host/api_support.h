@@ -3,6 +3,8 @@
 // for its whole length (host/plan/one_call.h), the same way for every plan kind.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -53,6 +55,24 @@ dfsel_status record(Plan* plan, const Status& s) {
   return s.code;
 }
 
+// A CUDA plan in a fork()ed child of the process that created it: CUDA does not survive fork
+// (the child's calls would fail or hang in the driver), so the child neither runs it nor frees
+// its device memory (the parent's, or no one's).
+template <class Plan>
+bool cuda_plan_in_child(const Plan& plan) {
+  return plan.desc.backend == DFSEL_BACKEND_CUDA && plan.creator != getpid();
+}
+
+template <class Plan>
+Status refuse_cuda_in_child(int n, Plan* const* plans) {
+  for (int i = 0; i < n; ++i)
+    if (plans[i] && cuda_plan_in_child(*plans[i]))
+      return fail(DFSEL_UNSUPPORTED, "plans[%d] is a CUDA plan made by process %d, and this is its fork()ed child %d, "
+                  "where CUDA cannot run; create the child's plans in the child", i, (int)plans[i]->creator,
+                  (int)getpid());
+  return Status::success();
+}
+
 // A call on plans[0..n) (run, run_group, wait): f runs guarded with every plan claimed, and its
 // outcome is recorded in each. A plan another call holds is refused with DFSEL_BUSY, nothing
 // run and no message recorded: the plan's last_error belongs to the call that holds it.
@@ -60,8 +80,10 @@ template <class Plan, class F>
 dfsel_status call_on_plans(int n, Plan* const* plans, const char* what, F f) {
   if (!plans || n <= 0) return guarded(what, f).code;  // f refuses the arguments
   const PlanClaims<Plan> claims(n, plans);
+  if (claims.stale() >= 0) return DFSEL_INVALID_ARGUMENT;  // nothing to record the message in
   if (!claims.ok()) return DFSEL_BUSY;
-  const Status s = guarded(what, f);
+  Status s = refuse_cuda_in_child(n, plans);
+  if (s.ok()) s = guarded(what, f);
   for (int i = 0; i < n; ++i) record(plans[i], s);
   return s.code;
 }
@@ -75,21 +97,39 @@ dfsel_status run_one_plan(Plan* plan, const Inputs* in, const Outputs* out, void
   return run_group(1, &plan, in, out, streams);
 }
 
+// A handle that is not a live plan of the kind answers AUTO.
 template <class Plan>
 dfsel_backend plan_backend(const Plan* plan) {
-  return plan ? plan->desc.backend : DFSEL_BACKEND_AUTO;
+  if (!plan) return DFSEL_BACKEND_AUTO;
+  const LivePlansLock live;
+  return live.is_live(plan, Plan::kKind) ? plan->desc.backend : DFSEL_BACKEND_AUTO;
 }
 
+// A handle that is not a live plan of the kind answers what it is instead.
 template <class Plan>
 const char* plan_last_error(const Plan* plan) {
-  return plan ? plan->last_error.c_str() : "plan is NULL";
+  if (!plan) return "plan is NULL";
+  const LivePlansLock live;
+  return live.is_live(plan, Plan::kKind) ? plan->last_error.c_str() : live.what_is(plan);
 }
 
-// A plan that another thread's call holds is left alive (DFSEL_BUSY) rather than freed under it.
+// A plan that another thread's call holds is left alive (DFSEL_BUSY) rather than freed under
+// it; a handle that is not a live plan of the kind (destroyed already, the other kind) is
+// refused and not read.
 template <class Plan>
 dfsel_status destroy_plan(Plan* plan) {
   if (!plan) return DFSEL_SUCCESS;
-  if (!plan->in_use.try_claim()) return DFSEL_BUSY;
+  {
+    LivePlansLock live;
+    if (!live.is_live(plan, Plan::kKind)) return DFSEL_INVALID_ARGUMENT;
+    if (!plan->in_use.try_claim()) return DFSEL_BUSY;
+    live.remove(plan);
+  }
+  if (cuda_plan_in_child(*plan)) {  // left to the driver, which only the parent has
+    (void)plan->backend.release();
+    (void)plan->exchange.release();
+    (void)plan->widened.release();
+  }
   delete plan;
   return DFSEL_SUCCESS;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves that dfsel can be consumed: installs the already-built BUILD_DIR to a temporary
 # prefix, then configures, builds and runs tests/consumers/find_package (a C program against
-# the installed package) and tests/consumers/add_subdirectory (a C++ project vendoring the
+# the installed package), builds its C program again by pkg-config's link lines (static
+# archive and shared library), and tests/consumers/add_subdirectory (a C++ project vendoring the
 # source tree, CPU backend only). Exits non-zero when any step fails.
 #   scripts/check-consumers.sh BUILD_DIR
 set -euo pipefail
@@ -33,6 +34,30 @@ cmake -S "$root/tests/consumers/find_package" -B "$work/find_package" "${gen[@]}
 }
 cmake --build "$work/find_package" -j"$(nproc)"
 "$work/find_package/consumer"
+
+# Without CMake: a plain C program linked by pkg-config's line, against the static archive
+# (dfsel-static.pc: the C++ runtime, and the CUDA runtime and NCCL of a CUDA build) and
+# against libdfsel.so (dfsel.pc).
+echo "check-consumers: pkg-config: the same C program against libdfsel.a and libdfsel.so"
+pc=$(find "$work/prefix" -name dfsel.pc -path "*/pkgconfig/*" | head -n 1)
+if [ -z "$pc" ]; then
+  echo "check-consumers: the install has no pkgconfig/dfsel.pc" >&2
+  exit 1
+fi
+export PKG_CONFIG_PATH
+PKG_CONFIG_PATH=$(dirname "$pc")
+consumer_c="$root/tests/consumers/find_package/consumer.c"
+if pkg-config --exists dfsel-static; then
+  # shellcheck disable=SC2046 # the link line is words
+  "${CC:-cc}" -std=c99 -o "$work/pc_static" "$consumer_c" $(pkg-config --cflags --libs dfsel-static)
+  "$work/pc_static"
+fi
+libdir=$(pkg-config --variable=libdir dfsel)
+if [ -f "$libdir/libdfsel.so" ]; then
+  # shellcheck disable=SC2046
+  "${CC:-cc}" -std=c99 -o "$work/pc_shared" "$consumer_c" $(pkg-config --cflags --libs dfsel) -Wl,-rpath,"$libdir"
+  "$work/pc_shared"
+fi
 
 echo "check-consumers: add_subdirectory(dfsel) from a C++ project (CPU backend)"
 cmake -S "$root/tests/consumers/add_subdirectory" -B "$work/add_subdirectory" "${gen[@]}" \

@@ -1,6 +1,19 @@
 #include "host/backend/cpu_pool.h"
 
 #include <sched.h>
+#include <unistd.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DFSEL_LSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define DFSEL_LSAN 1
+#endif
+#ifdef DFSEL_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
 
 namespace dfsel {
 
@@ -16,79 +29,94 @@ int32_t WorkerPool::resolve(int32_t n_threads) {
   return hw > 0 ? (int32_t)hw : 1;
 }
 
-WorkerPool::WorkerPool(int32_t n_threads) {
+WorkerPool::WorkerPool(int32_t n_threads) : s_(new Shared()), owner_(getpid()) {
   const int32_t n = resolve(n_threads);
-  workers_.reserve((size_t)n - 1);
+  s_->workers.reserve((size_t)n - 1);
   try {
-    for (int32_t i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+    for (int32_t i = 1; i < n; ++i) s_->workers.emplace_back([this, i] { worker_main(i); });
   } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : workers_) t.join();
+    stop_and_join();
     throw;
   }
 }
 
 WorkerPool::~WorkerPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+  if (in_owner()) {
+    stop_and_join();
+    return;
   }
-  wake_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  // A fork()ed child: the threads the vector names and the waiters the condition variables
+  // count live only in the parent. Joining, notifying or destroying them would wait forever.
+  Shared* orphan = s_.release();
+#ifdef DFSEL_LSAN
+  __lsan_ignore_object(orphan);
+#else
+  (void)orphan;
+#endif
+}
+
+bool WorkerPool::in_owner() const { return getpid() == owner_; }
+
+void WorkerPool::stop_and_join() {
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->stop = true;
+  }
+  s_->wake.notify_all();
+  for (std::thread& t : s_->workers) t.join();
 }
 
 void WorkerPool::work_on(const Job& job, int32_t worker) {
-  uint64_t t = ticket_.load(std::memory_order_acquire);
+  Shared& s = *s_;
+  uint64_t t = s.ticket.load(std::memory_order_acquire);
   for (;;) {
     if ((uint32_t)(t >> 32) != job.generation || (int64_t)(t & 0xffffffffu) >= job.n_items) return;
-    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+    if (!s.ticket.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
     job.fn(job.ctx, (int32_t)(t & 0xffffffffu), worker);
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == job.n_items) {
-      std::lock_guard<std::mutex> lock(mu_);
-      finished_.notify_one();
+    if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.n_items) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.finished.notify_one();
     }
-    t = ticket_.load(std::memory_order_acquire);
+    t = s.ticket.load(std::memory_order_acquire);
   }
 }
 
 void WorkerPool::run_job(int32_t n_items, Fn fn, void* ctx) {
   if (n_items <= 0) return;
-  if (workers_.empty() || n_items == 1) {
+  Shared& s = *s_;
+  if (s.workers.empty() || n_items == 1 || !in_owner()) {
     for (int32_t i = 0; i < n_items; ++i) fn(ctx, i, 0);
     return;
   }
   Job job;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    job = Job{job_.generation + 1, fn, ctx, n_items};
-    job_ = job;
-    done_.store(0, std::memory_order_relaxed);
-    ticket_.store((uint64_t)job.generation << 32, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(s.mu);
+    job = Job{s.job.generation + 1, fn, ctx, n_items};
+    s.job = job;
+    s.done.store(0, std::memory_order_relaxed);
+    s.ticket.store((uint64_t)job.generation << 32, std::memory_order_release);
   }
-  wake_.notify_all();
+  s.wake.notify_all();
   work_on(job, 0);
   // What is left is being run by workers that took it: spin briefly, then sleep.
   for (int spins = 0; spins < 2000; ++spins) {
-    if (done_.load(std::memory_order_acquire) == n_items) return;
+    if (s.done.load(std::memory_order_acquire) == n_items) return;
     std::this_thread::yield();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == n_items; });
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.finished.wait(lock, [&] { return s.done.load(std::memory_order_acquire) == n_items; });
 }
 
 void WorkerPool::worker_main(int32_t worker) {
+  Shared& s = *s_;
   uint32_t seen = 0;
   for (;;) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || job_.generation != seen; });
-      if (stop_) return;
-      job = job_;
+      std::unique_lock<std::mutex> lock(s.mu);
+      s.wake.wait(lock, [&] { return s.stop || s.job.generation != seen; });
+      if (s.stop) return;
+      job = s.job;
       seen = job.generation;
     }
     work_on(job, worker);

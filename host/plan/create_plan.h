@@ -4,11 +4,14 @@
 // exchange, also one whose own checks failed, so that its peers are told instead of waiting.
 #pragma once
 
+#include <unistd.h>
+
 #include <memory>
 #include <new>
 
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
+#include "host/plan/live_plans.h"
 #include "host/plan/plan_checks.h"
 #include "host/status.h"
 
@@ -21,9 +24,17 @@ Status create_plan_of_kind(const Desc* desc, Plan** out, CreateLocal create_loca
   *out = nullptr;
   std::unique_ptr<Plan> plan(new (std::nothrow) Plan());
   if (!plan) return fail(DFSEL_OUT_OF_MEMORY, "the plan object could not be allocated");
-  const Status local = create_local(desc, plan.get());
+  plan->creator = getpid();
+  Status local = create_local(desc, plan.get());
+  // Entered among the live plans before the peers are told it exists (host/plan/live_plans.h).
+  if (local.ok()) local = add_live_plan(plan.get(), Plan::kKind);
+  Status agreed = Status::success();
   if (desc && desc->nccl_comm && enum_value(desc->backend) != DFSEL_BACKEND_CPU)
-    DFSEL_TRY(make_nccl_exchange(desc->nccl_comm, summarize(*desc), local, &plan->exchange));
+    agreed = make_nccl_exchange(desc->nccl_comm, summarize(*desc), local, &plan->exchange);
+  if (!agreed.ok()) {
+    if (local.ok()) remove_live_plan(plan.get());
+    return agreed;
+  }
   DFSEL_TRY(local);
   *out = plan.release();
   return Status::success();

@@ -49,8 +49,10 @@ Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan)
   plan->exchange = make_in_process_exchange(kind);
   if (on_device) {
     DFSEL_TRY(make_cuda_dspark_backend(d, plan->shape, &plan->backend));
-    return check_dspark_d2t(d, kind);  // the device is known good now
+    DFSEL_TRY(check_dspark_finite_weights(d, kind));  // the device is known good now
+    return check_dspark_d2t(d, kind);
   }
+  DFSEL_TRY(check_dspark_finite_weights(d, kind));
   return make_cpu_dspark_backend(d, plan->shape, &plan->backend);
 }
 

@@ -3,6 +3,8 @@
 // every plan driven by this thread sends and receives its records (host/plan/dspark_step.cpp).
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,18 +14,21 @@
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
 #include "host/plan/group_call.h"
+#include "host/plan/live_plans.h"
 #include "host/plan/one_call.h"
 #include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
 #include "host/status.h"
 
 struct dfsel_dspark_plan {
+  static constexpr dfsel::PlanKind kKind = dfsel::PlanKind::kDSpark;  // host/plan/live_plans.h
   dfsel_dspark_plan_desc desc;  // as given, the backend resolved and K-quant weights widened
   dfsel::DSparkShape shape;
   std::unique_ptr<dfsel::WidenedWeights> widened;  // outlives the backend, which reads it
   std::unique_ptr<dfsel::DSparkBackend> backend;
   std::unique_ptr<dfsel::Exchange> exchange;
   std::string last_error;
+  pid_t creator = 0;  // the process that created it (a CUDA plan does not run in a fork()ed child)
   dfsel::GroupScratch scratch;  // host scratch of the runs this plan leads
   dfsel::OneCall in_use;  // held by the call on this plan now, if any (dspark.h, as dfsel.h: threads)
 };
@@ -35,6 +40,9 @@ namespace dfsel {
 // checked the device).
 Status validate_dspark_desc(const dfsel_dspark_plan_desc* desc, DSparkShape* shape);
 Status check_dspark_d2t(const dfsel_dspark_plan_desc& desc, dfsel_backend kind);
+// Every value of w2_scale and conf_w finite (a NaN scale made every logit NaN, a NaN weight every
+// confidence, which never stops a block), read where the backend's memory is, as d2t is.
+Status check_dspark_finite_weights(const dfsel_dspark_plan_desc& desc, dfsel_backend kind);
 // What a plan itself holds for every run: its weights and d2t (read) and a caller-owned
 // workspace (written). Plan creation refuses a workspace over a weight by check_run_buffers.
 void list_dspark_plan_buffers(const dfsel_dspark_plan_desc& desc, RunBuffers* bufs);

@@ -13,6 +13,7 @@
 #include "host/plan/validate.h"
 #include "kernels/common/dspark_math.cuh"
 #include "kernels/common/limits.cuh"
+#include "kernels/common/numeric.cuh"
 
 namespace dfsel {
 
@@ -68,6 +69,26 @@ Status check_d2t(const dfsel_dspark_plan_desc& d, const int32_t* ids) {
     if (ids[i] < 0 || ids[i] >= d.config.n_target_vocab)
       return fail(DFSEL_INVALID_ARGUMENT, "d2t[%" PRId64 "] = %d (draft id %" PRId64 ") is outside [0, config.n_target_vocab = %"
                   PRId64 ")", i, ids[i], d.shard.v_begin + i, d.config.n_target_vocab);
+  return Status::success();
+}
+
+// The n values of t's first row finite: read in place (host memory) or copied from the device.
+Status check_finite_row(const char* name, const dfsel_tensor& t, int64_t n, bool on_device, int32_t device) {
+  const size_t bytes = row_bytes(t.type, n);
+  std::vector<uint8_t> copy;
+  const void* row = t.data;
+  if (on_device) {
+    copy.resize(bytes);
+    DFSEL_TRY(device_rows_to_host(t.data, bytes, bytes, 1, device, copy.data(), "reading the scalars of w2_scale and "
+                                  "conf_w from the device"));
+    row = copy.data();
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = load_elem(row, t.type, i);
+    if (!std::isfinite(v))
+      return fail(DFSEL_INVALID_ARGUMENT, "%s[%" PRId64 "] = %g must be finite (it scales every logit of a step, or "
+                  "decides every confidence)", name, i, v);
+  }
   return Status::success();
 }
 
@@ -168,6 +189,14 @@ Status check_dspark_d2t(const dfsel_dspark_plan_desc& desc, dfsel_backend kind) 
   std::vector<int32_t> ids(bytes / sizeof(int32_t));
   DFSEL_TRY(device_rows_to_host(desc.d2t, bytes, bytes, 1, desc.device, ids.data(), "reading d2t from the device"));
   return check_d2t(desc, ids.data());
+}
+
+Status check_dspark_finite_weights(const dfsel_dspark_plan_desc& desc, dfsel_backend kind) {
+  const bool on_device = kind == DFSEL_BACKEND_CUDA;
+  if (desc.w2_scale.data)
+    DFSEL_TRY(check_finite_row("w2_scale", desc.w2_scale, desc.w2_scale.ne[0], on_device, desc.device));
+  if (desc.conf_w.data) DFSEL_TRY(check_finite_row("conf_w", desc.conf_w, desc.conf_w.ne[0], on_device, desc.device));
+  return Status::success();
 }
 
 Status validate_dspark_run(const dfsel_dspark_plan& plan, const dfsel_dspark_inputs& in,

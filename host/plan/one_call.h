@@ -4,9 +4,16 @@
 // once on one plan would share its workspace and its CPU workers (a deadlock, or results mixed
 // between the calls), and a caller that makes them has a bug to be told of. A claim is one
 // atomic exchange. The C entry points take claims through host/api_support.h.
+//
+// Before it claims, a call looks its plans up among the live plans (host/plan/live_plans.h),
+// under the registry's lock: a handle already destroyed, or of the other plan kind, is refused
+// (DFSEL_INVALID_ARGUMENT) without being read, and no destruction can free a plan between its
+// lookup and its claim.
 #pragma once
 
 #include <atomic>
+
+#include "host/plan/live_plans.h"
 
 namespace dfsel {
 
@@ -21,11 +28,18 @@ class OneCall {
 
 // The claims of one call on the distinct, non-NULL plans it names: all of them or none (a plan
 // named twice is claimed once; the call itself refuses the repetition). Plan is any plan kind
-// with a OneCall member in_use. Released when the holder goes out of scope.
+// with a OneCall member in_use and its PlanKind kKind. Released when the holder goes out of
+// scope. A plan that is not live (stale() names the first) is neither read nor claimed.
 template <class Plan>
 class PlanClaims {
  public:
   PlanClaims(int n, Plan* const* plans) : plans_(plans) {
+    const LivePlansLock live;
+    for (int i = 0; i < n; ++i)
+      if (plans_[i] && !live.is_live(plans_[i], Plan::kKind)) {
+        stale_ = i;
+        return;
+      }
     for (; held_ < n; ++held_) {
       if (!counts(held_)) continue;
       if (!plans_[held_]->in_use.try_claim()) {
@@ -40,6 +54,8 @@ class PlanClaims {
   PlanClaims& operator=(const PlanClaims&) = delete;
 
   bool ok() const { return ok_; }
+  // The index of the first plan that is not a live plan of this kind, or -1.
+  int stale() const { return stale_; }
 
  private:
   // Whether plans[i] is claimed on its own account: not NULL, not named before.
@@ -58,6 +74,7 @@ class PlanClaims {
   Plan* const* plans_;
   int held_ = 0;
   bool ok_ = false;
+  int stale_ = -1;
 };
 
 }  // namespace dfsel

@@ -3,6 +3,8 @@
 // by one thread can share one exchange (dfsel_run_group): select, exchange, finish.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "host/exchange/exchange.h"
 #include "host/plan/group.h"
 #include "host/plan/group_call.h"
+#include "host/plan/live_plans.h"
 #include "host/plan/one_call.h"
 #include "host/plan/run_buffers.h"
 #include "host/plan/widen_weights.h"
@@ -31,6 +34,7 @@ struct StepScratch : GroupScratch {
 }  // namespace dfsel
 
 struct dfsel_plan {
+  static constexpr dfsel::PlanKind kKind = dfsel::PlanKind::kSelector;  // host/plan/live_plans.h
   dfsel_plan_desc desc;    // as given, with the backend resolved and K-quant weights widened
   dfsel::PlanShape shape;
   std::unique_ptr<dfsel::WidenedWeights> widened;  // outlives the backend, which reads it
@@ -38,6 +42,7 @@ struct dfsel_plan {
   std::unique_ptr<dfsel::Exchange> exchange;
   std::string last_error;
   dfsel::OneCall in_use;         // held by the call on this plan now, if any (dfsel.h: threads)
+  pid_t creator = 0;  // the process that created it (a CUDA plan does not run in a fork()ed child)
   dfsel::StepScratch scratch;  // host scratch of the steps this plan leads (run_group)
 };
 

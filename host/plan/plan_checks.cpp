@@ -52,12 +52,16 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   if (t.type == DFSEL_TYPE_Q8_0 && t.nb[1] % 2 != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[1] = %zu is odd; Q8_0 rows must start at even addresses", name,
                 t.nb[1]);
-  // No buffer spans more than half the address space; a larger claim would wrap row offsets.
-  size_t span;
+  // The rows must fit in memory a process can address, from where the data starts: a larger
+  // span (a stride that is garbage, a count that is) would be read past the end of memory.
+  size_t span, end;
   if (__builtin_mul_overflow((size_t)(t.ne[1] - 1), t.nb[1], &span) || __builtin_add_overflow(span, rb, &span) ||
-      span > (size_t)PTRDIFF_MAX)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s spans more than 2^63 bytes: ne[1] = %" PRId64 " rows of nb[1] = %zu bytes",
-                name, t.ne[1], t.nb[1]);
+      span > kMaxTensorSpan)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s spans more than 2^47 bytes (what a process can address): ne[1] = %" PRId64
+                " rows of nb[1] = %zu bytes", name, t.ne[1], t.nb[1]);
+  if (__builtin_add_overflow((uintptr_t)t.data, span, &end))
+    return fail(DFSEL_INVALID_ARGUMENT, "%s.data = %p plus its %zu bytes (ne[1] = %" PRId64 " rows of nb[1] = %zu bytes) "
+                "passes the end of the address space", name, t.data, span, t.ne[1], t.nb[1]);
   return Status::success();
 }
 

@@ -2,7 +2,8 @@
  *
  * The whole public C ABI. Every call returns a dfsel_status; failures carry a message that
  * names the argument and its value (dfsel_plan_last_error, or the msg buffer of create).
- * The library keeps no global state, never prints, never exits.
+ * The library keeps no global state but the addresses of its live plans (Handles, below),
+ * never prints, never exits.
  *
  * Shapes follow ggml: ne[0] is the contiguous axis, nb[] are strides in bytes.
  *   logits  {V_shard, n_tokens}     hidden  {n_embd, n_tokens}
@@ -45,6 +46,20 @@
  * threads at the same time. dfsel_plan_last_error belongs to the thread whose call on the plan
  * finished last: read it before the next call on that plan. A caller-owned workspace must not
  * be shared by plans that may run at the same time (the library cannot see that).
+ *
+ * Handles: every call looks its plans up among the plans alive in this process (the one piece
+ * of process-wide state the library keeps, addresses only), so a plan already destroyed, or a
+ * dfsel_dspark_plan given to a dfsel_plan call (and the reverse), is refused with
+ * DFSEL_INVALID_ARGUMENT without being read; dfsel_plan_last_error then says what the handle is
+ * and dfsel_plan_backend answers AUTO. What cannot be told: a destroyed plan's address that a
+ * new plan of the same kind has since been given (the call goes to the new plan).
+ *
+ * fork(): a child process inherits its parent's plans but none of their worker threads. In
+ * the child a CPU plan runs on the calling thread alone (the same results: they never depend on
+ * the thread count) and dfsel_plan_destroy returns, leaving the workers' bookkeeping (a few
+ * hundred bytes) unfreed; a plan that a call of another parent thread held at the fork stays
+ * held in the child (DFSEL_BUSY). The parent's plans are unaffected. A CUDA plan cannot run in
+ * a child (CUDA itself does not survive fork); create plans for the child in the child.
  *
  * The CPU backend copies W_h when the plan is created (it is the plan's weight, widened to
  * floats once); the codebooks are read in place at every run and must outlive the plan.

@@ -26,7 +26,10 @@
  *
  * The same rules as dfsel.h hold: every call returns a dfsel_status and a message naming the
  * argument and its value; a plan serves one call at a time (a call that names a plan another
- * thread's call holds is refused with DFSEL_BUSY at once, nothing read, written or recorded);
+ * thread's call holds is refused with DFSEL_BUSY at once, nothing read, written or recorded;
+ * a destroyed plan, or a dfsel_plan given where a dfsel_dspark_plan is expected, is refused with
+ * DFSEL_INVALID_ARGUMENT unread; in a fork()ed child a CPU plan runs on one thread and its
+ * destruction returns: dfsel.h, Handles and fork());
  * every pointer is aligned for the type it holds, and memory a run writes (its outputs, a
  * caller-owned workspace) overlaps nothing else the run touches. The CPU backend runs a plan
  * on host memory, the CUDA backend on device memory of desc.device (every pointer: weights,
@@ -65,9 +68,11 @@ typedef struct dfsel_dspark_plan_desc {
   dfsel_placement placement;  /* of W1; SHARDED needs n_target_vocab == n_vocab and no d2t */
   dfsel_tensor w1;            /* markov_w1: F32, F16, BF16, Q8_0, Q4_K, Q6_K */
   dfsel_tensor w2;            /* markov_w2: the same types */
-  dfsel_tensor w2_scale;      /* optional (data NULL): F32 {1}, or {v_end - v_begin} one per row */
-  dfsel_tensor conf_w;        /* optional (data NULL): conf_proj {n_embd + R, 1} */
-  float conf_bias;            /* conf_proj.bias (0 when the draft has none) */
+  dfsel_tensor w2_scale;      /* optional (data NULL): F32 {1}, or {v_end - v_begin} one per row;
+                                 every value finite (read and checked at creation) */
+  dfsel_tensor conf_w;        /* optional (data NULL): conf_proj {n_embd + R, 1}; every value finite
+                                 (read and checked at creation) */
+  float conf_bias;            /* conf_proj.bias (0 when the draft has none); finite */
   const int32_t* d2t;         /* optional: [v_end - v_begin] target id of each of this rank's draft ids */
   void* nccl_comm;            /* as in dfsel_plan_desc */
   void* workspace;            /* optional caller-owned workspace (dfsel_dspark_workspace_size), 16-byte aligned */

@@ -118,9 +118,11 @@ def _header():
     return _version_module().header_path()
 
 
+# NumPy is a dependency, not an extra: outputs are NumPy arrays unless the inputs are torch
+# tensors or CuPy arrays, so a fresh environment without it failed at the first run.
 def _metadata():
     return ("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: %s\nRequires-Python: >=3.8\n"
-            "Provides-Extra: numpy\nRequires-Dist: numpy; extra == \"numpy\"\n" % (NAME, _version(), SUMMARY))
+            "Requires-Dist: numpy\n" % (NAME, _version(), SUMMARY))
 
 
 def _package_files():

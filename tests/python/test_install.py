@@ -170,3 +170,16 @@ def test_pip_install_from_the_tree_builds_the_library(tmp_path):
         pytest.skip("cmake is not installed")
     pip_install(SOURCE, tmp_path / "site", DFSEL_CMAKE_ARGS="-DDFSEL_CUDA=OFF")
     check_bundled(tmp_path / "site", tmp_path)
+
+
+def test_metadata_declares_numpy(tmp_path):
+    """NumPy is what outputs are made of: pip installs it with the package, unconditionally
+    (an extra left a fresh virtual environment failing on `import numpy`)."""
+    sys.path.insert(0, os.path.join(SOURCE, "build_backend"))
+    try:
+        import dfsel_build
+    finally:
+        sys.path.pop(0)
+    dist_info = dfsel_build.prepare_metadata_for_build_wheel(str(tmp_path))
+    lines = (tmp_path / dist_info / "METADATA").read_text().splitlines()
+    assert "Requires-Dist: numpy" in lines, lines

@@ -1,0 +1,154 @@
+"""Edges the C suite covers too, reached from Python: plans across os.fork() (a child runs its
+parent's plan on its own thread and closes it; the parent's plan is unaffected; a child that
+leaves its plans to the interpreter's exit ends), handles that are no live plan of the kind a
+call expects, and non-finite DSpark scalars. Every child is bounded by a timeout, so that a
+hang fails the test."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import dfsel
+from dfsel import Status
+
+V, E, R, K, B, N = 512, 32, 32, 4, 4, 3
+THREADS = 4  # workers exist whatever the machine's core count
+CHILD_SECONDS = 60
+
+
+def selector_plan():
+    rng = np.random.default_rng(1)
+    return dfsel.Plan(n_vocab=V, n_embd=E, codebook_rank=R, top_k=K, block_size=B, max_blocks=2, backend="cpu",
+                      e_prev=rng.standard_normal((V, R)).astype(np.float32),
+                      e_next=rng.standard_normal((V, R)).astype(np.float32),
+                      w_h=rng.standard_normal((R, E)).astype(np.float32), n_threads=THREADS)
+
+
+def selector_run(plan):
+    rng = np.random.default_rng(2)
+    out = plan.run(rng.standard_normal((2 * B, V)).astype(np.float32), rng.standard_normal((2 * B, E)).astype(np.float32),
+                   np.array([5, 9], dtype=np.int32))
+    return [np.array(out.path), np.array(out.cand_ids)]
+
+
+def dspark_plan(**kw):
+    rng = np.random.default_rng(3)
+    args = dict(n_vocab=V, markov_rank=R, n_draft=N, max_blocks=2, backend="cpu", n_threads=THREADS,
+                w1=rng.standard_normal((V, R)).astype(np.float32), w2=rng.standard_normal((V, R)).astype(np.float32))
+    args.update(kw)
+    return dfsel.DSparkPlan(**args)
+
+
+def dspark_run(plan):
+    rng = np.random.default_rng(4)
+    out = plan.run(rng.standard_normal((2 * N, V)).astype(np.float32), np.array([7, 11], dtype=np.int32))
+    return [np.array(out.tokens)]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def wait_child(pid):
+    """The child's exit status, or a failure after CHILD_SECONDS (the child killed)."""
+    deadline = time.monotonic() + CHILD_SECONDS
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the child hung (killed after %d s)" % CHILD_SECONDS)
+
+
+def in_children(n, body):
+    """body(i) in n forked children at once; each exits 0 when body returns True."""
+    pids = []
+    for i in range(n):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = 0 if body(i) else 2
+            except BaseException:
+                code = 3
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    return [wait_child(pid) for pid in pids]
+
+
+@pytest.mark.parametrize("kind", ["selector", "dspark"])
+def test_a_plan_runs_and_closes_in_forked_children(kind):
+    plan = selector_plan() if kind == "selector" else dspark_plan()
+    run = selector_run if kind == "selector" else dspark_run
+    first = run(plan)
+
+    def child(i):
+        if i % 2 == 0:  # half the children run first, half only close
+            again = run(plan)
+            if not same(again, first):
+                return False
+        plan.close()
+        return True
+
+    statuses = in_children(6, child)
+    assert statuses == [0] * 6, "children's exit statuses %r" % (statuses,)
+    again = run(plan)
+    assert same(again, first)
+    plan.close()
+
+
+def test_a_child_leaves_its_plans_to_the_interpreter_exit():
+    """A forked child that exits normally: the plans' finalizers destroy them at exit."""
+    script = textwrap.dedent("""
+        import os, sys
+        sys.path[:0] = %r
+        import test_edges as t
+        plans = [t.selector_plan(), t.dspark_plan()]
+        t.selector_run(plans[0]); t.dspark_run(plans[1])
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # the interpreter's exit, finalizers and all
+        _, status = os.waitpid(pid, 0)
+        sys.exit(0 if status == 0 else 1)
+    """ % ([os.path.dirname(os.path.abspath(__file__))] + sys.path,))
+    r = subprocess.run([sys.executable, "-c", script], timeout=CHILD_SECONDS, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_handle_that_is_no_live_plan_of_the_kind_is_refused():
+    lib = dfsel._loader.library()
+    selector, chain = selector_plan(), dspark_plan()
+    # The library's own answer, below the package's checks: the other kind's handle is not read.
+    assert lib.dfsel_plan_destroy(chain._ptr) == Status.INVALID_ARGUMENT
+    assert lib.dfsel_dspark_plan_destroy(selector._ptr) == Status.INVALID_ARGUMENT
+    assert b"DSpark plan" in lib.dfsel_plan_last_error(chain._ptr)
+    gone = selector._ptr
+    selector.close()
+    assert lib.dfsel_plan_destroy(gone) == Status.INVALID_ARGUMENT
+    assert lib.dfsel_plan_wait(gone, None, 0) == Status.INVALID_ARGUMENT
+    assert b"not a live plan" in lib.dfsel_plan_last_error(gone)
+    dspark_run(chain)  # the live plan is untouched
+    chain.close()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_dspark_scalars_are_refused(bad):
+    rng = np.random.default_rng(5)
+    scale = np.ones(V, dtype=np.float32)
+    scale[9] = bad
+    with pytest.raises(dfsel.Error) as e:
+        dspark_plan(w2_scale=scale)
+    assert e.value.status == Status.INVALID_ARGUMENT and "w2_scale[9]" in e.value.message
+    conf = rng.standard_normal(E + R).astype(np.float32)
+    conf[3] = bad
+    with pytest.raises(dfsel.Error) as e:
+        dspark_plan(conf_w=conf)
+    assert e.value.status == Status.INVALID_ARGUMENT and "conf_w[3]" in e.value.message
