@@ -137,7 +137,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     d.placement = sharded ? DFSEL_CODEBOOKS_SHARDED : DFSEL_CODEBOOKS_REPLICATED;
     d.w1 = w1_all;
     if (sharded) {
-      d.w1.data = static_cast<uint8_t*>(w1_all.data) + (size_t)vb * w1_all.nb[1];
+      d.w1.data = static_cast<const uint8_t*>(w1_all.data) + (size_t)vb * w1_all.nb[1];
       d.w1.ne[1] = vs;
     }
     d.w2 = matrix(in, bufs, wt, R, vs, false);
