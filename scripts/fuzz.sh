@@ -3,7 +3,7 @@
 # into build-fuzz (host code only) and runs each for SECONDS seconds. Exits non-zero when a
 # target finds a crash, a leak, undefined behaviour or a broken promise; the input that did it
 # is left in build-fuzz/findings/.
-#   scripts/fuzz.sh SECONDS [TARGET...]      targets: fuzz_gguf fuzz_api (default: both)
+#   scripts/fuzz.sh SECONDS [TARGET...]      targets: fuzz_gguf fuzz_api fuzz_dspark (default: all)
 set -euo pipefail
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
   echo "usage: $0 SECONDS [TARGET...]" >&2
@@ -12,7 +12,7 @@ fi
 seconds=$1
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_gguf fuzz_api)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_gguf fuzz_api fuzz_dspark)
 cd "$(dirname "$0")/.."
 dir=build-fuzz
 gen=()

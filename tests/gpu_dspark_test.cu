@@ -349,6 +349,84 @@ TEST(GpuDSpark, OutOfRangeAnchorIsReportedByWait) {
     }
 }
 
+// A d2t entry changed after plan creation to an id outside W1: the device checks the winner's
+// target id before it reads that W1 row, and dfsel_dspark_plan_wait reports it as the CPU
+// backend's run does (the same status and message), on every rank; the plans stay usable.
+TEST(GpuDSpark, D2tChangedAfterCreationIsReportedByWait) {
+  DFSEL_REQUIRE_GPUS(1);
+  for (int S : {1, 2}) {
+    DSparkCase c;
+    c.V = 500;
+    c.V_target = 800;
+    c.d2t = true;
+    c.N = 4;
+    c.blocks = 3;
+    DSparkRunOpts r;
+    if (S > 1) r.bounds = {0, 200, c.V};
+    DSparkData d = make_dspark_data(c, 77);
+    DSparkCudaSession session(c, d, r);
+    ASSERT_TRUE(session.ok()) << session.error;
+    session.enqueue();
+    ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
+    const DSparkResult first = session.download();
+    const int32_t id = first.draft_ids[1];  // block 0, step 2
+    ASSERT_GE(id, 0);
+    d.d2t[(size_t)id] = 1 << 30;
+    const DSparkResult cpu = run_dspark(c, d, r);
+    ASSERT_EQ(cpu.status, DFSEL_INVALID_ARGUMENT) << cpu.error;
+    session.upload_inputs(d);
+    ASSERT_EQ(session.enqueue(), DFSEL_SUCCESS) << session.error;  // the device finds it
+    EXPECT_EQ(session.wait(), DFSEL_INVALID_ARGUMENT) << S << " ranks";
+    EXPECT_NE(session.error.find("d2t maps draft id " + std::to_string(id)), std::string::npos) << session.error;
+    EXPECT_NE(session.error.find("to 1073741824, outside [0, config.n_target_vocab = 800)"), std::string::npos)
+        << session.error;
+    session.status = DFSEL_SUCCESS;
+    d.d2t[(size_t)id] = 5;
+    session.upload_inputs(d);
+    session.enqueue();
+    ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
+    EXPECT_EQ(dspark_bitwise_diff(session.download(), cpu_result(c, d, r)), "");
+  }
+}
+
+// Sampling at temperatures where l / T overflows float, and at logits near 1e37: the key of
+// kernels/common/dspark_math.cuh keeps the device bitwise the CPU backend (the greedy limit).
+TEST(GpuDSpark, ExtremeTemperaturesBitwiseTheCpu) {
+  DFSEL_REQUIRE_GPUS(1);
+  for (float t : {1e-38f, 1.4e-45f, 3e38f}) {
+    DSparkCase c = sized(700, 32, 16, 4, 3);
+    DSparkRunOpts r;
+    r.temperature = t;
+    r.seed = 3;
+    expect_bitwise_cpu(c, 88, r);
+    r.bounds = {0, 300, c.V};
+    expect_bitwise_cpu(c, 89, r);
+  }
+}
+
+// Ranks of one chain given different anchors: every rank's wait (or the run) fails with the
+// CPU backend's message, never tokens that match neither rank's anchors.
+TEST(GpuDSpark, RanksGivenDifferentAnchorsFail) {
+  DFSEL_REQUIRE_GPUS(1);
+  DSparkCase c = sized(600, 32, 0, 4, 2);
+  DSparkRunOpts r;
+  r.bounds = {0, 250, c.V};
+  const DSparkData d = make_dspark_data(c, 5);
+  DSparkCudaSession session(c, d, r);
+  ASSERT_TRUE(session.ok()) << session.error;
+  // Rank 1 reads its own anchors: the session's anchors buffer is shared, so make a second one.
+  int32_t* other = nullptr;
+  ASSERT_EQ(cudaMalloc(&other, d.anchors.size() * 4), cudaSuccess);
+  std::vector<int32_t> a = d.anchors;
+  a[1] = (a[1] + 1) % (int32_t)c.V_target;
+  ASSERT_EQ(cudaMemcpy(other, a.data(), a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const dfsel_status st = session.enqueue_with_anchors(1, other);
+  const dfsel_status w = st == DFSEL_SUCCESS ? session.wait() : st;
+  EXPECT_EQ(w, DFSEL_INVALID_ARGUMENT);
+  EXPECT_NE(session.error.find("inputs.anchors[1] is"), std::string::npos) << session.error;
+  cudaFree(other);
+}
+
 // d2t lives on the device for a CUDA plan: an id outside the target vocabulary is still refused
 // at plan creation, naming the entry and its value, as the CPU backend refuses it.
 TEST(GpuDSpark, OutOfRangeD2tIsRefusedAtCreation) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -44,10 +45,18 @@ TEST(ToolDSpark, ADSparkDraftRunsThroughGguf) {
   ASSERT_EQ(w.status, 0) << w.output;
   const CliRun r = dfsel_cmd("--gguf " + path + " --blocks 2 --steps 1 --temperature 0.7 --p-min 0.2");
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("markov_w1 Q8_0 {256, 5000}, markov_w2 BF16, scale yes, confidence head yes, d2t yes"),
+  EXPECT_NE(r.output.find("markov_w1 Q8_0 {256, 5000}, markov_w2 Q4_K (read as BF16), scale yes, confidence head yes, d2t yes"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("V=3000 V_target=5000 R=256 N=5 (anchor row first)"), std::string::npos) << r.output;
   EXPECT_EQ(blocks_printed(r.output), 2) << r.output;
+  EXPECT_NE(r.output.find("W2 Q4_K (read as BF16)"), std::string::npos) << r.output;
+  // Q6_K, and W1 in a K-quant too: each named as the file stores it.
+  const CliRun w6 = write_draft("--dspark " + path + " --vocab 3000 --rank 256 --w1-type q4_k --w2-type q6_k");
+  ASSERT_EQ(w6.status, 0) << w6.output;
+  const CliRun r6 = dfsel_cmd("--gguf " + path + " --blocks 1 --steps 1");
+  ASSERT_EQ(r6.status, 0) << r6.output;
+  EXPECT_NE(r6.output.find("markov_w1 Q4_K (read as BF16) {256, 3000}, markov_w2 Q6_K (read as BF16)"), std::string::npos)
+      << r6.output;
   const CliRun sized = dfsel_cmd("--gguf " + path + " --vocab 100");
   EXPECT_EQ(sized.status, 2) << sized.output;
   EXPECT_NE(sized.output.find("--vocab cannot be combined with --gguf"), std::string::npos) << sized.output;
@@ -140,6 +149,49 @@ TEST(ToolDSpark, OptionsAreRefusedByTheCommandsRules) {
     std::string err;
     EXPECT_FALSE(dfsel::tools::parse_dspark_options((int)args.size(), args.data(), &o, &err)) << c.second;
     EXPECT_NE(err.find(c.second), std::string::npos) << err;
+  }
+}
+
+// --flag=value is --flag value, in both modes.
+TEST(ToolDSpark, FlagsTakeTheirValueAfterAnEqualsSign) {
+  dfsel::tools::DSparkOptions o;
+  std::string err;
+  std::vector<const char*> args = {"dfsel", "--dspark", "--vocab=100", "--n-draft=3", "--gguf=", "x"};
+  EXPECT_FALSE(dfsel::tools::parse_dspark_options((int)args.size(), args.data(), &o, &err));
+  EXPECT_NE(err.find("--gguf needs a file name"), std::string::npos) << err;
+  args.resize(4);
+  ASSERT_TRUE(dfsel::tools::parse_dspark_options((int)args.size(), args.data(), &o, &err)) << err;
+  EXPECT_EQ(o.problem.vocab, 100);
+  EXPECT_EQ(o.problem.n_draft, 3);
+  const CliRun r = dfsel_cmd("--dspark --vocab=1000 --rank=64 --steps=1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("V=1000 V_target=1000 R=64"), std::string::npos) << r.output;
+  const CliRun d = dfsel_cmd("--vocab=1000 --embd=64 --rank=32 --top-k=4 --steps=1");
+  EXPECT_EQ(d.status, 0) << d.output;
+  const CliRun bad = dfsel_cmd("--dspark --vocab=12x");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--vocab takes a whole number"), std::string::npos) << bad.output;
+}
+
+// Requests the flags alone make invalid are refused with the flag named, before the synthetic
+// weights are made: at the default sizes those take most of a second.
+TEST(ToolDSpark, FlagRefusalsNameTheFlagAndComeFirst) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"--dspark --target-vocab 10", "--target-vocab 10 is smaller than --vocab 163840"},
+      {"--dspark --p-min 0.5", "--p-min = 0.5 needs a confidence head"},
+      {"--dspark --dtype F16", "--dtype is f32, f16 or bf16, not F16"},
+      {"--dtype F16", "--dtype is f32, f16 or bf16, not F16"},
+      {"--codebook-type q4", "--codebook-type is f32, f16, bf16 or q8_0, not q4"},
+      {"--placement both", "--placement is replicated or sharded, not both"},
+  };
+  for (const auto& c : bad) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const CliRun r = dfsel_cmd(c.first);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.status, 2) << c.first << ":\n" << r.output;
+    EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ":\n" << r.output;
+    EXPECT_EQ(r.output.find("d2t is NULL"), std::string::npos) << c.first << ":\n" << r.output;
+    EXPECT_LT(s, 0.5) << c.first << ": refused after " << s << " s";
   }
 }
 

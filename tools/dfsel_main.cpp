@@ -43,10 +43,16 @@ int main(int argc, char** argv) {
   pb.seed = o.seed;
   pb.threads = o.threads;
   pb.sharded = o.placement == "sharded";
-  if (!dfsel::tools::type_named(o.logits_type, false, &pb.logits_type) ||
-      !dfsel::tools::type_named(o.cb_type, true, &pb.cb_type) ||
-      (o.placement != "replicated" && o.placement != "sharded")) {
-    std::fprintf(stderr, "dfsel: bad --dtype, --codebook-type or --placement (see --help)\n");
+  if (!dfsel::tools::type_named(o.logits_type, false, &pb.logits_type)) {
+    std::fprintf(stderr, "dfsel: --dtype is f32, f16 or bf16, not %s\n", o.logits_type.c_str());
+    return 2;
+  }
+  if (!dfsel::tools::type_named(o.cb_type, true, &pb.cb_type)) {
+    std::fprintf(stderr, "dfsel: --codebook-type is f32, f16, bf16 or q8_0, not %s\n", o.cb_type.c_str());
+    return 2;
+  }
+  if (o.placement != "replicated" && o.placement != "sharded") {
+    std::fprintf(stderr, "dfsel: --placement is replicated or sharded, not %s\n", o.placement.c_str());
     return 2;
   }
   if (o.backend == "cpu") pb.backend = DFSEL_BACKEND_CPU;

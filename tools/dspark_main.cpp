@@ -50,7 +50,8 @@ int dspark_main(int argc, const char* const* argv) {
               "shards=%d  logits %s  W2 %s  confidence head %s\n",
               DFSEL_VERSION_MAJOR, DFSEL_VERSION_MINOR, DFSEL_VERSION_PATCH, p.vocab, p.target_vocab, p.rank, p.n_draft,
               p.from_anchor ? "" : " (anchor row first)", p.blocks, p.shards, dfsel_type_name(p.logits_type),
-              dfsel_type_name(p.weight_type), p.embd > 0 ? "yes" : "no");
+              p.stored_weight_type.empty() ? dfsel_type_name(p.weight_type) : p.stored_weight_type.c_str(),
+              p.embd > 0 ? "yes" : "no");
   std::vector<double> times;
   for (int s = 0; s < o.steps; ++s) {
     double us = 0;

@@ -3,6 +3,7 @@
 #include "dspark_runner.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -95,6 +96,21 @@ DSparkRunner::~DSparkRunner() = default;
 
 namespace {
 
+// A tensor's type as the file stores it ("Q4_K (read as BF16)" where the view widened it).
+std::string stored_type(const dfsel_gguf* g, const char* name, dfsel_type read_as) {
+  int64_t n = 0;
+  dfsel_gguf_tensor_count(g, &n);
+  for (int64_t i = 0; i < n; ++i) {
+    dfsel_gguf_tensor_desc t{};
+    if (dfsel_gguf_tensor_info(g, i, &t) != DFSEL_SUCCESS || std::strcmp(t.name, name) != 0) continue;
+    if (t.ggml_type == (int32_t)read_as) break;
+    std::string s = t.type_name;
+    for (char& ch : s) ch = (char)std::toupper((unsigned char)ch);
+    return s + " (read as " + dfsel_type_name(read_as) + ")";
+  }
+  return dfsel_type_name(read_as);
+}
+
 bool load_draft(DSparkProblem* p, dfsel_gguf** g, dfsel_dspark_plan_desc* full, std::FILE* log,
                 std::string* err) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -108,11 +124,14 @@ bool load_draft(DSparkProblem* p, dfsel_gguf** g, dfsel_dspark_plan_desc* full, 
     *err = dfsel_gguf_last_error(*g);
     return false;
   }
+  // The view widens K-quant weights to BF16; the draft's own types are the file's.
+  const std::string w1_type = stored_type(*g, "markov_w1.weight", full->w1.type);
+  p->stored_weight_type = stored_type(*g, "markov_w2.weight", full->w2.type);
   if (log) {
     print_metadata(*g, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), log);
     std::fprintf(log, "  markov_w1 %s {%lld, %lld}, markov_w2 %s, scale %s, confidence head %s, d2t %s\n",
-                 dfsel_type_name(full->w1.type), (long long)full->w1.ne[0], (long long)full->w1.ne[1],
-                 dfsel_type_name(full->w2.type), full->w2_scale.data ? "yes" : "no", full->conf_w.data ? "yes" : "no",
+                 w1_type.c_str(), (long long)full->w1.ne[0], (long long)full->w1.ne[1],
+                 p->stored_weight_type.c_str(), full->w2_scale.data ? "yes" : "no", full->conf_w.data ? "yes" : "no",
                  full->d2t ? "yes" : "no");
   }
   const dfsel_dspark_config& c = full->config;
@@ -171,6 +190,21 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
   if (bad_request) *bad_request = false;
   if (!p.gguf.empty() && !load_draft(&p, &m.g, &m.full, log, err)) return false;
   if (p.target_vocab == 0) p.target_vocab = p.vocab;
+  // What the flags alone decide is refused before anything is made (a synthetic draft's weights
+  // take about a second to fill).
+  if (p.gguf.empty() && p.target_vocab < p.vocab) {
+    if (bad_request) *bad_request = true;
+    return *err = "--target-vocab " + std::to_string(p.target_vocab) + " is smaller than --vocab " +
+                  std::to_string(p.vocab) + "; a synthetic chain's target vocabulary is --vocab, or larger with a random "
+                  "d2t map", false;
+  }
+  if (p.p_min > 0.0f && p.embd == 0) {
+    if (bad_request) *bad_request = true;
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", p.p_min);
+    return *err = "--p-min = " + std::string(v) + " needs a confidence head, and " +
+                  (p.gguf.empty() ? std::string("this chain has none (--embd)") : "the draft has none"), false;
+  }
   if (p.shards < 1 || p.blocks < 1) {
     if (bad_request) *bad_request = true;
     return *err = "--shards and --blocks must be at least 1", false;

@@ -21,6 +21,7 @@ struct DSparkProblem {
   float temperature = 0.0f, p_min = 0.0f;
   uint64_t seed = 1;
   std::string gguf;  // when set, the Markov head and sizes come from this DSpark draft
+  std::string stored_weight_type;  // a draft's W2 as the file stores it (weight_type: as read)
 };
 
 class DSparkRunner {

@@ -50,6 +50,15 @@ bool parse_command_line(int argc, const char* const* argv, const char* bare, con
     if (a == "-h" || a == "--help") return *help = true, true;
     if (bare && a == bare) continue;
     if (a.rfind("--", 0) != 0) return *err = "unexpected argument '" + a + "' (options start with --; see --help)", false;
+    // --flag=value is --flag value.
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      const std::string flag = a.substr(0, eq), value = a.substr(eq + 1);
+      if (flag == "--gguf" && value.empty()) return *err = "--gguf needs a file name, not an empty string", false;
+      if (!on_flag(flag, value.c_str(), err)) return false;
+      given.insert(flag);
+      continue;
+    }
     // A value that is itself a flag means the value was left out ("--vocab --steps 1").
     if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) return *err = a + " needs a value", false;
     const char* v = argv[++i];

@@ -53,6 +53,7 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
     best_.resize((size_t)n_items_ * maxb);
     norm_.resize((size_t)n_items_ * maxb);
     block_.resize(maxb);
+    inputs_.resize(maxb);
     state_.resize(maxb);
     e_.resize(maxb);
     e_pass_.resize(maxb);
@@ -84,6 +85,7 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
   }
   bool owns_row(int64_t id) const { return id >= sh_.v_begin && id < sh_.v_end; }
   bool stops(int32_t b, int32_t k);
+  uint32_t inputs_digest(int32_t b) const;
   void local_pass(int32_t k);
   void norm_pass(int32_t k);
   void write_records(int32_t k);
@@ -100,6 +102,7 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
   // Per block: the blocks of the current pass, each block's chain state, its W1 row, base
   // logits and stored l.
   std::vector<int32_t> block_;
+  std::vector<uint32_t> inputs_;  // per block: the digest its records carry
   int32_t n_pass_ = 0;
   std::vector<DSparkChainState> state_;
   std::vector<float*> e_;
@@ -122,10 +125,26 @@ Status CpuDSpark::begin(const dfsel_dspark_inputs& in, const dfsel_dspark_output
   for (size_t i = 0; i < cells; ++i) clear_dspark_cell(out_, i);
   for (int32_t b = 0; b < in.n_blocks; ++b) {
     out.n_emitted[b] = 0;
+    inputs_[b] = inputs_digest(b);
     state_[b] = DSparkChainState{1, 0, -INFINITY, 0.0f};
     if (!sh_.sharded_w1) set_e(b, w1_row(in.anchors[b]));
   }
   return Status::success();
+}
+
+// What block b's records say of the run's inputs (dspark_record.cuh): the scalars and, with a
+// confidence head, the hidden rows the block reads, which every rank holds whole.
+uint32_t CpuDSpark::inputs_digest(int32_t b) const {
+  uint64_t h = digest_scalars(in_.temperature, in_.p_min, in_.seed, in_.n_blocks);
+  if (sh_.conf) {
+    const size_t n = row_bytes(in_.hidden.type, sh_.n_embd), words = (n + 7) / 8;
+    for (int32_t k = 1; k <= sh_.N; ++k) {
+      const uint8_t* row = static_cast<const uint8_t*>(in_.hidden.data) +
+                           (size_t)map_row(sh_.row_map, (int64_t)cell(b, k)) * in_.hidden.nb[1];
+      for (size_t w = 0; w < words; ++w) h += digest_term(((uint64_t)(k - 1) << 32) + w, digest_row_word(row, n, w));
+    }
+  }
+  return digest_fold(h);
 }
 
 // The confidence head before step k: the block stops when c_k < p_min.
@@ -204,6 +223,8 @@ void CpuDSpark::write_records(int32_t x) {
   for (int32_t b = 0; b < in_.n_blocks; ++b) {
     DSparkRecord* r = dspark_record(lay, send, b);
     *r = empty_dspark_record();
+    r->anchor = in_.anchors[b];
+    r->inputs = inputs_[b];
     if (x >= 2 && state_[b].emitted) r->norm_lo = last_norm_[b].lo, r->norm_hi = last_norm_[b].hi;
     if (x == 0 && owns_row(in_.anchors[b])) {
       r->flags = kRecordAnchorRow;
@@ -233,6 +254,19 @@ Status CpuDSpark::send(int32_t x, void*) {
 Status CpuDSpark::receive(int32_t x, void*) {
   const DSparkLayout lay = layout();
   const uint8_t* recv = base_ + c_.recv;
+  // The first exchange shows every rank what the others were given: a rank given other anchors,
+  // hidden rows, temperature, p_min or seed would draft another chain, so every rank fails.
+  for (int32_t b = 0; x == sh_.first_exchange() && b < in_.n_blocks; ++b) {
+    int rank = 0;
+    if (dspark_inputs_agree(lay, recv, sh_.n_ranks, b, &rank)) continue;
+    const DSparkRecord& a = *dspark_record(lay, (void*)recv, b);
+    const DSparkRecord& o = *dspark_record(lay, (void*)(recv + (size_t)rank * lay.bytes), b);
+    if (a.anchor != o.anchor)
+      return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this chain were given different inputs: inputs.anchors[%d] is %d on rank 0"
+                  " and %d on rank %d; every rank must get the same anchors", b, a.anchor, o.anchor, rank);
+    return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this chain were given different inputs for block %d: rank %d's inputs.hidden"
+                " rows, temperature, p_min, seed or n_blocks differ from rank 0's; every rank must get the same", b, rank);
+  }
   for (int32_t b = 0; b < in_.n_blocks; ++b) {
     const DSparkMerged m = merge_dspark_records(lay, recv, sh_.n_ranks, b);
     if (x == 0) {
@@ -244,6 +278,9 @@ Status CpuDSpark::receive(int32_t x, void*) {
     const uint8_t* from = take_dspark_exchange(m, lay, recv, b, x, sh_.N, in_.temperature, &state_[b], out_);
     if (!from) continue;
     const DSparkRecord& w = *dspark_record(lay, (void*)from, b);
+    // Every rank merged the same winner, so every rank of a group fails here alike (none waits).
+    if (!dspark_target_in_range(w.target_id, sh_.n_target_vocab))
+      return bad_d2t_entry(w.draft_id, w.target_id, b, x, sh_.n_target_vocab);
     set_e(b, lay.row_bytes ? dspark_record_row(lay, (void*)from, b) : w1_row(w.target_id));
   }
   return Status::success();

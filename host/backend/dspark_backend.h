@@ -35,6 +35,15 @@ struct DSparkShape {
   int32_t last_exchange(bool sampling) const { return N + (sampling ? 1 : 0); }
 };
 
+// A run whose chosen draft id maps through d2t outside W1 (d2t changed after plan creation):
+// the same status and message on every rank and backend (step k of block b).
+inline Status bad_d2t_entry(int32_t draft_id, int32_t target_id, int32_t block, int32_t step, int64_t n_target_vocab) {
+  return fail(DFSEL_INVALID_ARGUMENT,
+              "d2t maps draft id %d (block %d, step %d) to %d, outside [0, config.n_target_vocab = %lld); d2t is checked "
+              "at plan creation and must not change while the plan lives",
+              draft_id, block, step, target_id, (long long)n_target_vocab);
+}
+
 class DSparkBackend {
  public:
   virtual ~DSparkBackend() = default;

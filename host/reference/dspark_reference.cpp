@@ -56,13 +56,14 @@ StepResult step(const dfsel_dspark_plan_desc& d, const dfsel_dspark_inputs& in, 
 
 }  // namespace
 
-void dspark_chain(const dfsel_dspark_plan_desc& d, const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out) {
+ChainFault dspark_chain(const dfsel_dspark_plan_desc& d, const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out) {
   const dfsel_dspark_config& c = d.config;
   const int32_t N = c.n_draft, R = c.markov_rank;
   const RowMap rows = dspark_rows(N, c.sample_from_anchor != 0);
   std::vector<float> e((size_t)R), h((size_t)c.n_embd), l((size_t)c.n_vocab);
   for (int32_t b = 0; b < in.n_blocks; ++b) {
     int32_t prev = in.anchors[b], n = 0;
+    if (prev < 0 || prev >= c.n_target_vocab) return ChainFault{b, 0, -1, prev};
     bool going = true;
     for (int32_t k = 1; k <= N; ++k) {
       const size_t at = (size_t)b * N + (k - 1);
@@ -83,6 +84,7 @@ void dspark_chain(const dfsel_dspark_plan_desc& d, const dfsel_dspark_inputs& in
       }
       const StepResult r = step(d, in, row, e.data(), (uint32_t)b, (uint32_t)k, l);
       prev = d.d2t ? d.d2t[r.id] : r.id;
+      if (prev < 0 || prev >= c.n_target_vocab) return ChainFault{b, k, r.id, prev};
       put(out.tokens, at, prev);
       put(out.draft_ids, at, r.id);
       put(out.logits, at, r.logit);
@@ -94,6 +96,7 @@ void dspark_chain(const dfsel_dspark_plan_desc& d, const dfsel_dspark_inputs& in
     }
     out.n_emitted[b] = n;
   }
+  return ChainFault{};
 }
 
 }  // namespace dfsel::ref

@@ -73,7 +73,7 @@ typedef struct dfsel_dspark_plan_desc {
   dfsel_tensor conf_w;        /* optional (data NULL): conf_proj {n_embd + R, 1}; every value finite
                                  (read and checked at creation) */
   float conf_bias;            /* conf_proj.bias (0 when the draft has none); finite */
-  const int32_t* d2t;         /* optional: [v_end - v_begin] target id of each of this rank's draft ids */
+  const int32_t* d2t;         /* optional: [v_end - v_begin] target id of each of this rank's draft ids; must not change */
   void* nccl_comm;            /* as in dfsel_plan_desc */
   void* workspace;            /* optional caller-owned workspace (dfsel_dspark_workspace_size), 16-byte aligned */
   size_t workspace_bytes;
@@ -111,8 +111,11 @@ typedef struct dfsel_dspark_plan dfsel_dspark_plan;
 DFSEL_API dfsel_status dfsel_dspark_workspace_size(const dfsel_dspark_plan_desc* desc, size_t* bytes,
                                                    char* msg, size_t msg_len);
 /* Validates and sets up; NCCL plans agree with their peers as dfsel_plan_create's do. The CPU
- * backend widens K-quant weights and starts its worker threads here; W1, W2 and d2t are read
- * in place at every run and must outlive the plan. */
+ * backend widens K-quant weights and starts its worker threads here; W1, W2, the scale, the
+ * confidence head and d2t are read in place at every run, must outlive the plan and must not
+ * change while it lives. d2t is checked whole here; a run checks again the one entry each step
+ * uses before it indexes W1 by it, and a changed entry out of range fails the run (every rank
+ * of a group alike) with DFSEL_INVALID_ARGUMENT naming the draft id and the value. */
 DFSEL_API dfsel_status dfsel_dspark_plan_create(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan** plan,
                                                 char* msg, size_t msg_len);
 /* DFSEL_BUSY, and nothing destroyed, while another thread's call holds the plan. */

@@ -83,7 +83,14 @@ DFSEL_HD float markov_gumbel(uint64_t seed, uint32_t block, uint32_t step, int32
 
 // The key a sampling step ranks token ids by (Gumbel-max: the largest key is a draw from
 // softmax(l / T)); greedy steps rank by l itself. Ties and NaN follow the candidate order.
-DFSEL_HD float markov_sample_key(float l, float temperature, float gumbel) { return l / temperature + gumbel; }
+// argmax (l / T + G) and argmax (l + T G) are the same draw (T > 0 scales every key alike), and
+// each form is taken where it cannot overflow: T <= 1, l + T G (|G| < 17, so T G is finite
+// and a tiny T, even a subnormal one, leaves the order of l: greedy, the limit as T -> 0);
+// T > 1, l / T + G (|l / T| <= |l|). l / T itself overflows for T <= 1e-37 at |l| ~ 1, or for
+// l ~ 1e37 at T = 0.1, and ranked every token +inf or -inf alike, so the lowest id won.
+DFSEL_HD float markov_sample_key(float l, float temperature, float gumbel) {
+  return temperature <= 1.0f ? l + temperature * gumbel : l / temperature + gumbel;
+}
 
 // The normaliser sum_v exp((l_v - m) / T) of a step, m the largest l of the row (NaN
 // skipped). Each term is truncated to a multiple of 2^-52 and the terms are summed as

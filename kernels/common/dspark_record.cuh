@@ -1,7 +1,8 @@
 // What one rank contributes to each exchange of a DSpark step (docs/dspark.md, On shards): one
 // fixed-size record per block, so an exchange carries n_blocks * stride bytes, whatever V is.
 //
-//   record  { norm_lo, norm_hi, key, draft_id, target_id, logit, row_max, flags }   40 bytes
+//   record  { norm_lo, norm_hi, key, draft_id, target_id, logit, row_max, flags,
+//             anchor, inputs }                                                    48 bytes
 //   w1 row  sharded W1 only: the W1 row of target_id (of the anchor at exchange 0), as stored
 //
 // Exchange 0 (sharded W1 only) carries the anchors' W1 rows from their owners. Exchange k in
@@ -12,6 +13,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dfsel/dspark.h"
 #include "dspark_math.cuh"
@@ -23,19 +25,63 @@ namespace dfsel {
 
 struct DSparkRecord {
   uint64_t norm_lo, norm_hi;  // this shard's part of a normaliser (NormSum)
-  float key;                  // what the step ranks by: l (greedy) or l / T + Gumbel
+  float key;                  // what the step ranks by: l (greedy) or markov_sample_key
   int32_t draft_id;           // the shard's best draft id; -1 when the block drafts no more
   int32_t target_id;          // its target id (d2t), the next step's predecessor
   float logit;                // l at draft_id
   float row_max;              // the largest l of the shard (NaN skipped), -inf if none
   int32_t flags;              // kRecordAnchorRow: the w1 row after the record is the anchor's
+  // What every rank must have been given alike for this block (dspark_inputs_digest): its
+  // anchor, and a digest of the run's scalars and the block's hidden rows. A rank whose
+  // values differ from another's fails the run on every rank (dspark_inputs_agree).
+  int32_t anchor;
+  uint32_t inputs;
 };
-static_assert(sizeof(DSparkRecord) == 40, "records are exchanged as raw bytes");
+static_assert(sizeof(DSparkRecord) == 48, "records are exchanged as raw bytes");
 
 constexpr int32_t kRecordAnchorRow = 1;
 
 // A record that carries nothing: no candidate, no normaliser part, no row.
-DFSEL_HD DSparkRecord empty_dspark_record() { return DSparkRecord{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0}; }
+DFSEL_HD DSparkRecord empty_dspark_record() { return DSparkRecord{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0, 0, 0u}; }
+
+// The digest of a run's inputs that the ranks of one chain must share, per block: a sum (mod
+// 2^64) of one mixed term per 8-byte word, each keyed by its position, so that any order of
+// summation (a host loop, a device reduction) gives the same bits. Terms: the run's scalars
+// (temperature and p_min bits, seed, n_blocks) at positions kDigestScalars..+3, and the
+// block's hidden rows as stored, word w of the k-th row read at position k * 2^32 + w (the
+// row's last word zero-padded). Folded to 32 bits for the record.
+DFSEL_HD uint64_t digest_mix(uint64_t x) {  // the splitmix64 finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+DFSEL_HD uint64_t digest_term(uint64_t position, uint64_t word) {
+  return digest_mix(word ^ digest_mix(position + 0x9e3779b97f4a7c15ull));
+}
+
+constexpr uint64_t kDigestScalars = 0xffffffff00000000ull;
+
+DFSEL_HD uint64_t digest_scalars(float temperature, float p_min, uint64_t seed, int32_t n_blocks) {
+  uint32_t t, p;
+  memcpy(&t, &temperature, 4);
+  memcpy(&p, &p_min, 4);
+  return digest_term(kDigestScalars, t) + digest_term(kDigestScalars + 1, p) + digest_term(kDigestScalars + 2, seed) +
+         digest_term(kDigestScalars + 3, (uint32_t)n_blocks);
+}
+
+// Word w (8 bytes, zero-padded past n_bytes) of one stored row.
+DFSEL_HD uint64_t digest_row_word(const uint8_t* row, size_t n_bytes, size_t w) {
+  uint64_t x = 0;
+  const size_t at = w * 8, n = n_bytes - at < 8 ? n_bytes - at : 8;
+  memcpy(&x, row + at, n);
+  return x;
+}
+
+DFSEL_HD uint32_t digest_fold(uint64_t h) { return (uint32_t)(h ^ (h >> 32)); }
+
 
 struct DSparkLayout {
   int32_t n_blocks;
@@ -59,6 +105,20 @@ DFSEL_HD DSparkRecord* dspark_record(const DSparkLayout& l, void* base, int b) {
 
 DFSEL_HD uint8_t* dspark_record_row(const DSparkLayout& l, void* base, int b) {
   return (uint8_t*)base + (size_t)b * l.stride + align16(sizeof(DSparkRecord));
+}
+
+// Whether every rank's record of block b carries the same anchor and inputs digest; *rank is the
+// first rank that differs from rank 0 (every rank finds the same).
+DFSEL_HD bool dspark_inputs_agree(const DSparkLayout& l, const uint8_t* recv, int n, int b, int* rank) {
+  const DSparkRecord* r0 = dspark_record(l, (void*)recv, b);
+  for (int r = 1; r < n; ++r) {
+    const DSparkRecord* x = dspark_record(l, (void*)(recv + (size_t)r * l.bytes), b);
+    if (x->anchor != r0->anchor || x->inputs != r0->inputs) {
+      *rank = r;
+      return false;
+    }
+  }
+  return true;
 }
 
 // Block b's records of n ranks (rank r's at recv + r * l.bytes) merged the same way on every
@@ -111,6 +171,13 @@ DFSEL_HD void clear_dspark_cell(const dfsel_dspark_outputs& out, size_t at) {
   if (out.probs) out.probs[at] = 0.0f;
   if (out.log_norm) out.log_norm[at] = 0.0f;
   if (out.confidence) out.confidence[at] = 0.0f;
+}
+
+// Whether a merged winner's target id can index W1 (rows [0, n_target_vocab)). d2t is checked
+// whole at plan creation and read in place at every run, so a map changed since is caught
+// here, on the one entry a step uses, before its W1 row is read (dspark.h).
+DFSEL_HD bool dspark_target_in_range(int32_t target_id, int64_t n_target_vocab) {
+  return target_id >= 0 && (int64_t)target_id < n_target_vocab;
 }
 
 // Exchange x >= 1 of block b, merged (m), into its outputs and state, the same on every rank

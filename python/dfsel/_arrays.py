@@ -177,6 +177,12 @@ def dfsel_type(v, name, explicit, allowed):
             raise Error(Status.INVALID_ARGUMENT, "%s: storage of element type %s cannot be read as %s "
                         "(it needs %s)" % (name, v.kind, t.name,
                                            "uint8 blocks" if BLOCKS[t][0] > 1 else "%d-byte elements" % bpe))
+        own = _TYPE_OF_KIND.get(v.kind)
+        if own is not None and own != t:
+            # float16 storage tagged bf16 has the right size, but its values are no BF16 bits
+            raise Error(Status.INVALID_ARGUMENT, "%s: %s storage cannot be read as %s (its values are not %s bits); "
+                        "give the array as it is, or integer storage of %d-byte elements tagged with dfsel.typed" % (
+                            name, v.kind, t.name, t.name, bpe))
     if t not in allowed:
         raise Error(Status.INVALID_ARGUMENT, "%s has type %s; expected %s" % (
             name, t.name, ", ".join(a.name for a in allowed)))

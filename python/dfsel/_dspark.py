@@ -3,6 +3,7 @@ its runs: on the CPU backend with host arrays (NumPy), on the CUDA backend with 
 (torch tensors, CuPy or any __cuda_array_interface__ / DLPack array), which a library whose
 CUDA backend refuses DSpark plans answers with dfsel.Error (UNSUPPORTED)."""
 import ctypes
+import re
 
 from . import _abi, _arrays, _cvalues, _streams
 from ._abi import Error, Status, Type
@@ -18,6 +19,29 @@ FIELDS = ("tokens", "n_emitted", "draft_ids", "logits", "probs", "log_norm", "co
 _KINDS = {"tokens": "i32", "n_emitted": "i32", "draft_ids": "i32", "logits": "f32", "probs": "f32", "log_norm": "f32",
           "confidence": "f32"}
 _ALL = ("draft_ids", "logits", "probs", "log_norm", "confidence")
+
+
+# The C fields a message of the library may name, as the Python arguments that set them.
+_PY_NAMES = [
+    (r"\binputs\.(hidden|logits)\.data is NULL", r"\1 is None"),
+    (r"\binputs\.n_blocks\b", "len(anchors)"),
+    (r"\binputs\.(hidden|logits)\.ne\[0\]", r"\1.shape[1]"),
+    (r"\binputs\.(hidden|logits)\.ne\[1\]", r"\1.shape[0]"),
+    (r"\binputs\.", ""),
+    (r"\boutputs\.", "out."),
+    (r"\bconfig\.n_embd\b", "n_embd (conf_w's length - markov_rank)"),
+    (r"\bconfig\.", ""),
+    (r"\bshard\.(rank|n_ranks|v_begin|v_end)\b", r"\1"),
+    (r"\b(w1|w2|w2_scale|conf_w)\.ne\[0\]", r"\1.shape[1]"),
+    (r"\b(w1|w2|w2_scale|conf_w)\.ne\[1\]", r"\1.shape[0]"),
+]
+
+
+def _python_message(msg):
+    """A message of the library with the C fields it names written as the Python arguments."""
+    for pat, rep in _PY_NAMES:
+        msg = re.sub(pat, rep, msg)
+    return msg
 
 
 def _view(x, name, dtype=None):
@@ -97,7 +121,9 @@ class DSparkPlan(Owned):
     unchanged while the plan lives, and the plan keeps them alive): w1 [V_target, R]
     (sharded placement: [v_end - v_begin, R]), w2 [v_end - v_begin, R], optionally w2_scale [1]
     or [v_end - v_begin] float32, conf_w [n_embd + R] (the confidence head; n_embd follows from
-    its width), d2t [v_end - v_begin] int32 target ids. logit_scale and softcap transform the base
+    its width), d2t [v_end - v_begin] int32 target ids (every one checked here; a run checks the
+    entry of each chosen id again and raises dfsel.Error naming it if it was changed out of
+    range). logit_scale and softcap transform the base
     logits before the bias (llama.cpp applies neither). A CUDA plan's runs take CUDA inputs on
     its device, write outputs there (torch tensors when torch is loaded) and are enqueued on
     the caller's current stream (or stream=); plan.check() waits and reports what the device
@@ -125,6 +151,8 @@ class DSparkPlan(Owned):
         v_end = n_vocab if v_end is None else _cvalues.integer(v_end, "v_end", INT64)
         c = d.config
         c.n_vocab, c.n_target_vocab, c.markov_rank, c.n_draft = n_vocab, n_target_vocab, markov_rank, n_draft
+        if not isinstance(sample_from_anchor, (bool, np_bool_types())) and sample_from_anchor not in (0, 1):
+            raise Error(Status.INVALID_ARGUMENT, "sample_from_anchor = %r: expected True or False" % (sample_from_anchor,))
         c.sample_from_anchor, c.max_blocks = 1 if sample_from_anchor else 0, max_blocks
         c.logit_scale, c.softcap = _cvalues.real(logit_scale, "logit_scale"), _cvalues.real(softcap, "softcap")
         d.shard.rank, d.shard.n_ranks, d.shard.v_begin, d.shard.v_end = rank, n_ranks, v_begin, v_end
@@ -138,6 +166,10 @@ class DSparkPlan(Owned):
             keep.append(_tensor(d.w2_scale, w2_scale, "w2_scale", (Type.F32,), None, where))
         if conf_w is not None:
             keep.append(_tensor(d.conf_w, conf_w, "conf_w", _WEIGHTS, weight_dtype, where))
+            if d.conf_w.ne[1] != 1 or d.conf_w.ne[0] <= markov_rank:
+                raise Error(Status.INVALID_ARGUMENT, "conf_w has %d elements; the confidence head is one row of "
+                            "n_embd + markov_rank elements with n_embd >= 1 (markov_rank = %d)" % (
+                                d.conf_w.ne[0] * d.conf_w.ne[1], markov_rank))
             c.n_embd = d.conf_w.ne[0] - c.markov_rank
         d.conf_bias = _cvalues.real(conf_bias, "conf_bias")
         if d2t is not None:
@@ -147,7 +179,11 @@ class DSparkPlan(Owned):
             keep.append(v.owner)
         d.nccl_comm = _comm_handle(nccl_comm)
         d.n_threads = _cvalues.integer(n_threads, "n_threads")
-        self._ptr, self._lib, self._desc, self._keep = create(lib.dfsel_dspark_plan_create, d), lib, d, keep
+        try:
+            ptr = create(lib.dfsel_dspark_plan_create, d)
+        except Error as e:
+            raise Error(e.status, _python_message(e.message))
+        self._ptr, self._lib, self._desc, self._keep = ptr, lib, d, keep
         self.n_draft, self.max_blocks, self.v_begin, self.v_end = n_draft, max_blocks, v_begin, v_end
         self.n_embd = c.n_embd
         self.rows_per_block = n_draft if sample_from_anchor else n_draft + 1
@@ -155,9 +191,23 @@ class DSparkPlan(Owned):
         self.device = None if where == _arrays.CPU else where[1]
         self._framework = "numpy" if where == _arrays.CPU else w1_view.framework
 
+    def _error(self, status):
+        e = Owned._error(self, status)
+        return Error(e.status, _python_message(e.message))
+
     def outputs(self, n_blocks=None, *, want=_ALL):
         """Output arrays for runs of up to n_blocks blocks (max_blocks when None); confidence
-        only for a plan with a confidence head."""
+        only for a plan with a confidence head. want names the optional fields (of draft_ids,
+        logits, probs, log_norm, confidence); tokens and n_emitted are always made."""
+        if not self._ptr:
+            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        if isinstance(want, str):
+            raise Error(Status.INVALID_ARGUMENT, "want = %r: expected a sequence of field names, such as (%r,)"
+                        % (want, want))
+        for w in want:
+            if w not in FIELDS:
+                raise Error(Status.INVALID_ARGUMENT, "want names %r, which is no output; the fields are %s" % (
+                    w, ", ".join(FIELDS)))
         n_blocks = self.max_blocks if n_blocks is None else _cvalues.integer(n_blocks, "n_blocks", INT32, 1,
                                                                               self.max_blocks)
         return self._allocate(n_blocks, want)
@@ -176,6 +226,16 @@ class DSparkPlan(Owned):
         _arrays.check_device(v, "anchors", self._device)
         inp.anchors = _arrays.vector_ptr(v, "anchors", "i32")
         inp.n_blocks = _cvalues.integer(v.shape[0], "anchors' length")
+        # The rows are those of len(anchors) blocks exactly: more rows would be a caller's
+        # blocks that silently draft nothing.
+        if hidden is None and self.n_embd > 0:
+            raise Error(Status.INVALID_ARGUMENT, "hidden is None, but this plan has a confidence head (n_embd = %d): "
+                        "give hidden [n_blocks * rows_per_block, n_embd]" % self.n_embd)
+        for name, t in (("logits", inp.logits), ("hidden", inp.hidden if hidden is not None else None)):
+            if t is not None and t.ne[1] != inp.n_blocks * self.rows_per_block:
+                raise Error(Status.INVALID_ARGUMENT, "%s has %d rows; expected len(anchors) * rows_per_block = "
+                            "%d * %d = %d" % (name, t.ne[1], inp.n_blocks, self.rows_per_block,
+                                              inp.n_blocks * self.rows_per_block))
         inp.temperature, inp.p_min = _cvalues.real(temperature, "temperature"), _cvalues.real(p_min, "p_min")
         inp.seed = _cvalues.integer(seed, "seed", UINT64)
         return inp, keep + [v.owner]
@@ -224,6 +284,12 @@ class DSparkPlan(Owned):
     def __repr__(self):
         return "dfsel.DSparkPlan(backend=%s, device=%s, vocab [%d, %d), N=%d)" % (
             self.backend, self.device, self.v_begin, self.v_end, self.n_draft)
+
+
+def np_bool_types():
+    """NumPy's bool scalar type, when NumPy is loaded (a mask element is a fine flag)."""
+    np = __import__("sys").modules.get("numpy")
+    return np.bool_ if np is not None else bool
 
 
 def dspark_run_group(plans, logits, anchors, *, hidden=None, temperature=0.0, p_min=0.0, seed=0, out=None,

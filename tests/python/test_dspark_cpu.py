@@ -135,7 +135,7 @@ def test_bad_arguments_raise_with_their_value():
         dfsel.DSparkPlan(**dict(args, n_draft=2 ** 31))
     with raises(Status.INVALID_ARGUMENT, "[0, -1)"):
         dfsel.DSparkPlan(**dict(args, v_end=-1))
-    with raises(Status.INVALID_ARGUMENT, "w1.ne[0] = 32, expected 16"):
+    with raises(Status.INVALID_ARGUMENT, "w1.shape[1] = 32, expected 16"):
         dfsel.DSparkPlan(**dict(args, markov_rank=16))
     with raises(Status.INVALID_ARGUMENT, "d2t has 99 elements; expected 100"):
         dfsel.DSparkPlan(**dict(args, n_target_vocab=200, d2t=np.zeros(99, np.int32)))
@@ -143,13 +143,13 @@ def test_bad_arguments_raise_with_their_value():
         dfsel.DSparkPlan(**dict(args, w2=np.zeros((100, 32), np.int32)))
     plan = dfsel.DSparkPlan(**args)
     z = rng.standard_normal((6, 100)).astype(np.float32)
-    with raises(Status.INVALID_ARGUMENT, "inputs.anchors[1] = 100"):
+    with raises(Status.INVALID_ARGUMENT, "anchors[1] = 100"):
         plan.run(z, np.array([3, 100], np.int32))
-    with raises(Status.INVALID_ARGUMENT, "inputs.p_min = 0.5 needs a confidence head"):
+    with raises(Status.INVALID_ARGUMENT, "p_min = 0.5 needs a confidence head"):
         plan.run(z, np.array([3, 4], np.int32), p_min=0.5)
     with raises(Status.INVALID_ARGUMENT, "seed = -1"):
         plan.run(z, np.array([3, 4], np.int32), seed=-1)
-    with raises(Status.INVALID_ARGUMENT, "outputs.n_blocks = 1 holds fewer blocks"):
+    with raises(Status.INVALID_ARGUMENT, "out.n_blocks = 1 holds fewer blocks"):
         plan.run(z, np.array([3, 4], np.int32), out=plan.outputs(1))
     plan.close()
     with raises(Status.INVALID_ARGUMENT, "plans[0] is not an open dfsel.DSparkPlan"):

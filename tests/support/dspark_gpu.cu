@@ -25,7 +25,7 @@ struct DSparkCudaSession::Impl {
   DSparkRunOpts r;
   DSparkCudaOpts o;
   std::vector<Upload> uploads;
-  int logits_at = -1, hidden_at = -1, anchors_at = -1;  // indices into uploads
+  int logits_at = -1, hidden_at = -1, anchors_at = -1, d2t_at = -1;  // indices into uploads
   std::vector<dfsel_dspark_inputs> in;
   std::vector<dfsel_dspark_outputs> out;
   std::vector<std::vector<void*>> out_bufs;  // [rank][field]; null where the field is not asked for
@@ -96,7 +96,7 @@ DSparkCudaSession::DSparkCudaSession(const DSparkCase& c, const DSparkData& d, c
   m.put(d.w2, &status, &error);
   m.put(d.conf_w, &status, &error);
   m.put(d.scale, &status, &error);
-  m.put(d.d2t, &status, &error);
+  m.d2t_at = m.put(d.d2t, &status, &error);
   m.logits_at = m.put(d.logits, &status, &error);
   m.hidden_at = m.put(d.hidden, &status, &error);
   m.anchors_at = m.put(d.anchors, &status, &error);
@@ -191,7 +191,8 @@ void DSparkCudaSession::upload_inputs(const DSparkData& d) {
     size_t bytes;
   } parts[] = {{m.logits_at, d.logits.data(), d.logits.size()},
                {m.hidden_at, d.hidden.data(), d.hidden.size()},
-               {m.anchors_at, d.anchors.data(), d.anchors.size() * 4}};
+               {m.anchors_at, d.anchors.data(), d.anchors.size() * 4},
+               {m.d2t_at, d.d2t.data(), d.d2t.size() * 4}};
   for (const auto& p : parts) {
     if (p.at < 0) continue;
     if (p.bytes != m.uploads[p.at].bytes) {
@@ -219,6 +220,16 @@ void DSparkCudaSession::poison_outputs() {
     status = DFSEL_CUDA_ERROR;
     error = std::string("poisoning the outputs: ") + cudaGetErrorString(e);
   }
+}
+
+dfsel_status DSparkCudaSession::enqueue_with_anchors(int rank, const int32_t* anchors) {
+  if (!ok()) return status;
+  Impl& m = *impl_;
+  const int32_t* was = m.in[rank].anchors;
+  m.in[rank].anchors = anchors;
+  const dfsel_status st = enqueue();
+  m.in[rank].anchors = was;
+  return st;
 }
 
 dfsel_status DSparkCudaSession::enqueue() {

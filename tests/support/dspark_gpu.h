@@ -34,12 +34,16 @@ class DSparkCudaSession {
 
   bool ok() const { return status == DFSEL_SUCCESS; }
   // New logits, hidden rows and anchors of a problem of the same case, written into the same
-  // device buffers (so that a captured graph reads them).
+  // device buffers (so that a captured graph reads them); d2t too, which the plans read in
+  // place (a d2t changed after creation, which a run must catch).
   void upload_inputs(const DSparkData& d);
   // Every output buffer filled with 0xff bytes (-1 ids, NaN floats).
   void poison_outputs();
   // dfsel_dspark_run_group on the session's streams (streams[s] for rank s); nothing waited for.
   dfsel_status enqueue();
+  // enqueue with rank `rank` reading its anchors from the device buffer `anchors` (ranks given
+  // different inputs).
+  dfsel_status enqueue_with_anchors(int rank, const int32_t* anchors);
   // dfsel_dspark_plan_wait of every rank; the first failure's status and message are kept.
   dfsel_status wait();
   // Every rank's outputs copied back; ranks that differ from rank 0 make an INTERNAL_ERROR.

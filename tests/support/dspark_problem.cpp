@@ -237,7 +237,13 @@ DSparkResult reference_dspark(const DSparkCase& c, const DSparkData& d, const DS
   }
   DSparkResult res;
   const dfsel_dspark_outputs out = bind(c, r, res);
-  ref::dspark_chain(desc, dspark_inputs(c, d, one, 0), out);
+  const ref::ChainFault f = ref::dspark_chain(desc, dspark_inputs(c, d, one, 0), out);
+  if (f.block >= 0) {
+    res.status = DFSEL_INVALID_ARGUMENT;
+    res.error = f.step == 0 ? "anchor " + std::to_string(f.id) + " of block " + std::to_string(f.block) + " is out of range"
+                            : "d2t maps draft id " + std::to_string(f.draft_id) + " (block " + std::to_string(f.block) +
+                                  ", step " + std::to_string(f.step) + ") to " + std::to_string(f.id);
+  }
   return res;
 }
 

@@ -1,0 +1,149 @@
+"""dfsel.DSparkPlan takes only what it can read as declared, and names the Python argument:
+storage of another float type is never read as the type it is tagged with, flags are flags,
+shapes are exact, output fields are known, a closed plan makes nothing, and the library's
+refusals name the arguments the caller gave, not C fields. Also: extreme temperatures sample
+the greedy limit, and a d2t changed after creation is caught where it is used.
+CI runs this file again over the sanitizer build of libdfsel.so."""
+import numpy as np
+import pytest
+
+import dfsel
+from dfsel import Status
+from test_errors import raises
+
+V, R, N, NB, E = 300, 32, 4, 2, 24
+
+
+def weights(seed=6):
+    rng = np.random.default_rng(seed)
+    return dict(w1=rng.standard_normal((V, R)).astype(np.float32), w2=rng.standard_normal((V, R)).astype(np.float32))
+
+
+def make(**change):
+    args = dict(n_vocab=V, markov_rank=R, n_draft=N, max_blocks=NB)
+    args.update(weights())
+    args.update(change)
+    return dfsel.DSparkPlan(**args)
+
+
+def logits(blocks=NB, rows=N):
+    return np.random.default_rng(7).standard_normal((blocks * rows, V)).astype(np.float32)
+
+
+ANCHORS = np.array([3, 250], np.int32)
+
+
+def test_float16_storage_is_not_read_as_bf16():
+    w = weights()
+    w16 = w["w2"].astype(np.float16)
+    with raises(Status.INVALID_ARGUMENT, "w2", "f16", "cannot be read as BF16"):
+        make(w2=dfsel.typed(w16, "bf16"))
+    with raises(Status.INVALID_ARGUMENT, "w1", "f16", "BF16"):
+        make(w1=w["w1"].astype(np.float16), w2=w16, weight_dtype="bf16")
+    with raises(Status.INVALID_ARGUMENT, "w2", "f32"):
+        make(w2=dfsel.typed(w["w2"], "bf16"))
+    p = make()
+    with raises(Status.INVALID_ARGUMENT, "logits", "f16", "BF16"):
+        p.run(logits().astype(np.float16), ANCHORS, logits_dtype="bf16")
+    # Raw storage tagged, and storage tagged with its own type, are read.
+    bits = (w["w2"].view(np.uint32) >> 16).astype(np.uint16)
+    make(w2=dfsel.typed(bits, "bf16")).close()
+    make(w2=dfsel.typed(w16, "f16")).close()
+    p.close()
+
+
+@pytest.mark.parametrize("flag", ["no", "yes", "", 2, -1, 0.5, None, [1]])
+def test_sample_from_anchor_must_be_a_flag(flag):
+    with raises(Status.INVALID_ARGUMENT, "sample_from_anchor = %r" % (flag,), "True or False"):
+        make(sample_from_anchor=flag)
+
+
+def test_sample_from_anchor_flags_are_taken():
+    for flag, rows in ((True, N), (False, N + 1), (0, N + 1), (1, N), (np.bool_(False), N + 1)):
+        with make(sample_from_anchor=flag) as p:
+            assert p.rows_per_block == rows
+            out = p.run(logits(rows=rows), ANCHORS)
+            assert list(out.n_emitted) == [N, N]
+
+
+def test_rows_must_match_the_anchors_exactly():
+    with make() as p:
+        # anchors for 2 blocks, rows for 4: refused, not 2 blocks drafted silently
+        with raises(Status.INVALID_ARGUMENT, "logits has 16 rows", "len(anchors) * rows_per_block = 2 * 4 = 8"):
+            p.run(logits(blocks=4), ANCHORS)
+        with raises(Status.INVALID_ARGUMENT, "logits has 4 rows", "= 8"):
+            p.run(logits(blocks=1), ANCHORS)
+        p.run(logits(), ANCHORS)
+    rng = np.random.default_rng(3)
+    conf = rng.standard_normal(E + R).astype(np.float32)
+    with make(conf_w=conf) as p:
+        hidden = rng.standard_normal((4 * N, E)).astype(np.float32)
+        with raises(Status.INVALID_ARGUMENT, "hidden has 16 rows", "= 8"):
+            p.run(logits(), ANCHORS, hidden=hidden)
+        p.run(logits(), ANCHORS, hidden=hidden[: NB * N])
+
+
+def test_outputs_want_names_known_fields():
+    with make() as p:
+        with raises(Status.INVALID_ARGUMENT, "'foo'", "draft_ids"):
+            p.outputs(want=("foo",))
+        with raises(Status.INVALID_ARGUMENT, "want = 'probs'"):
+            p.outputs(want="probs")
+        out = p.outputs(want=("probs",))
+        assert out.probs is not None and out.logits is None
+
+
+def test_outputs_of_a_closed_plan_are_refused():
+    p = make()
+    p.close()
+    with raises(Status.INVALID_ARGUMENT, "closed"):
+        p.outputs()
+    with raises(Status.INVALID_ARGUMENT, "closed"):
+        p.outputs(1)
+
+
+def test_refusals_name_python_arguments():
+    rng = np.random.default_rng(4)
+    # conf_w shorter than markov_rank: n_embd would be negative
+    with raises(Status.INVALID_ARGUMENT, "conf_w has 27 elements", "markov_rank = 32") as e:
+        make(conf_w=rng.standard_normal(R - 5).astype(np.float32))
+    assert "config." not in e.value.message
+    with make(conf_w=rng.standard_normal(E + R).astype(np.float32)) as p:
+        with raises(Status.INVALID_ARGUMENT, "hidden is None", "confidence head") as e:
+            p.run(logits(), ANCHORS)
+        assert "inputs." not in e.value.message and ".data" not in e.value.message
+        hidden = rng.standard_normal((NB * N, E + 1)).astype(np.float32)
+        with raises(Status.INVALID_ARGUMENT, "hidden") as e:
+            p.run(logits(), ANCHORS, hidden=hidden)
+        assert "inputs." not in e.value.message and "ne[" not in e.value.message, e.value.message
+    with make() as p:
+        with raises(Status.INVALID_ARGUMENT, "anchors[1] = 300") as e:
+            p.run(logits(), np.array([3, 300], np.int32))
+        assert "inputs." not in e.value.message and "config." not in e.value.message, e.value.message
+        with raises(Status.INVALID_ARGUMENT, "p_min = 0.5") as e:
+            p.run(logits(), ANCHORS, p_min=0.5)
+        assert "inputs." not in e.value.message, e.value.message
+    with raises(Status.INVALID_ARGUMENT, "n_target_vocab") as e:
+        make(n_target_vocab=V + 10)
+    assert "config." not in e.value.message, e.value.message
+
+
+@pytest.mark.parametrize("temperature", [1e-38, 1e-40, 1.4e-45])
+def test_tiny_temperatures_sample_the_greedy_chain(temperature):
+    with make() as p:
+        greedy = p.run(logits(), ANCHORS)
+        out = p.run(logits(), ANCHORS, temperature=temperature, seed=5)
+        assert (out.tokens == greedy.tokens).all(), (out.tokens, greedy.tokens)
+        assert (out.probs == 1.0).all(), out.probs
+
+
+def test_d2t_changed_after_creation_is_caught():
+    rng = np.random.default_rng(9)
+    d2t = rng.permutation(V + 100)[:V].astype(np.int32)
+    with make(n_target_vocab=V + 100, d2t=d2t, w1=rng.standard_normal((V + 100, R)).astype(np.float32)) as p:
+        out = p.run(logits(), ANCHORS)
+        chosen = int(out.draft_ids[0, 0])
+        d2t[chosen] = 1 << 30  # the plan reads d2t in place
+        with raises(Status.INVALID_ARGUMENT, "d2t maps draft id %d" % chosen, "outside [0, n_target_vocab = 400)",
+                    "must not change"):
+            p.run(logits(), ANCHORS)
