@@ -47,7 +47,7 @@ DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh,
   // Sampling keeps two steps of l: a step's normaliser waits for its row maximum.
   c.l = take(2 * maxb, vs * sizeof(float));
   c.ticket = take(1, sizeof(uint32_t));
-  c.error = take(2, sizeof(int32_t));
+  c.error = take(cuda::kDSparkErrors, sizeof(int32_t));
   c.total = overflow ? SIZE_MAX : off;
   return c;
 }
@@ -191,14 +191,15 @@ class CudaDSpark final : public DSparkBackend {
   Status query(void* stream, bool* done) override { return query_run(static_cast<cudaStream_t>(stream), d_.device, done); }
   Status wait(void* stream) override { return wait_run(static_cast<cudaStream_t>(stream), d_.device); }
 
-  // What the completed run found on the device: an anchor out of range, or (sharded W1) an
-  // anchor whose W1 row no rank held.
+  // What the completed run found on the device: an anchor out of range, (sharded W1) an
+  // anchor whose W1 row no rank held, or a d2t entry changed out of range after creation.
   Status report() override {
     DeviceGuard guard(d_.device);
-    int32_t err[2] = {0, 0};
+    int32_t err[cuda::kDSparkErrors] = {};
     DFSEL_CUDA_TRY(cudaMemcpy(err, a_.error, sizeof err, cudaMemcpyDeviceToHost), "reading the run's error flags");
-    if (err[0] == 0 && err[1] == 0) return Status::success();
+    if (err[0] == 0 && err[1] == 0 && err[2] == 0) return Status::success();
     DFSEL_CUDA_TRY(cudaMemset(a_.error, 0, sizeof err), "clearing the run's error flags");
+    if (err[0] == 0 && err[1] == 0) return bad_d2t_entry(err[3], err[4], err[5], err[6], sh_.n_target_vocab);
     const int b = (err[0] != 0 ? err[0] : err[1]) - 1;
     int32_t anchor = 0;
     if (last_anchors_) cudaMemcpy(&anchor, last_anchors_ + b, sizeof anchor, cudaMemcpyDeviceToHost);

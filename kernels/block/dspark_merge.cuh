@@ -84,7 +84,18 @@ __device__ __forceinline__ void dspark_merge_block(const DSparkChainArgs& a, int
   }
   int won = 0;
   if (lane == 0) {  // the outputs and the state, as every backend takes an exchange
-    won = take_dspark_exchange(m, lay, a.recv, b, x, a.N, a.temperature, &st, a.out) != nullptr;
+    const DSparkRecord* w =
+        m.winner >= 0 ? dspark_record(lay, (void*)(a.recv + (size_t)m.winner * lay.bytes), b) : nullptr;
+    if (x <= a.N && st.drafting && w && !dspark_target_in_range(w->target_id, a.n_target_vocab)) {
+      // d2t changed after creation: no W1 row is read; the block stops, the first such entry
+      // is reported (error[2..6]: flag, draft id, target id, block, step).
+      if (atomicCAS(&a.error[2], 0, 1) == 0) {
+        a.error[3] = w->draft_id, a.error[4] = w->target_id, a.error[5] = b, a.error[6] = x;
+      }
+      st.drafting = 0, st.emitted = 0;
+    } else {
+      won = take_dspark_exchange(m, lay, a.recv, b, x, a.N, a.temperature, &st, a.out) != nullptr;
+    }
     a.state[b] = st;
   }
   if (!__shfl_sync(kFullWarp, won, 0)) return;

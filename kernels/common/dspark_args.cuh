@@ -24,6 +24,8 @@ struct DSparkPartial {
 };
 static_assert(sizeof(DSparkPartial) == 32, "partials are indexed by CTA and block");
 
+constexpr int kDSparkErrors = 7;  // the words of DSparkChainArgs::error
+
 struct DSparkChainArgs {
   // The plan's weights (device memory; K-quants widened to BF16 at creation).
   const uint8_t* w1;  // replicated: row x is target id x; sharded: row x - v_begin
@@ -70,7 +72,8 @@ struct DSparkChainArgs {
   float* l_store;            // [2][max_blocks][v_end - v_begin] l of the last two steps (sampling)
   uint32_t* ticket;          // CTAs done with the pass; the last one resets it
   int32_t* error;            // [0]: 1 + the lowest block with a bad anchor; [1]: 1 + a block
-                             // whose anchor row no rank held
+                             // whose anchor row no rank held; [2..6]: 1, then the draft id, target
+                             // id, block and step of a d2t entry changed out of range (kDSparkErrors)
 };
 
 // The tile a pass stages (kernels/dspark_chain.cu), chosen at plan creation.

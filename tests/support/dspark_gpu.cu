@@ -222,16 +222,6 @@ void DSparkCudaSession::poison_outputs() {
   }
 }
 
-dfsel_status DSparkCudaSession::enqueue_with_anchors(int rank, const int32_t* anchors) {
-  if (!ok()) return status;
-  Impl& m = *impl_;
-  const int32_t* was = m.in[rank].anchors;
-  m.in[rank].anchors = anchors;
-  const dfsel_status st = enqueue();
-  m.in[rank].anchors = was;
-  return st;
-}
-
 dfsel_status DSparkCudaSession::enqueue() {
   if (!ok()) return status;
   Impl& m = *impl_;

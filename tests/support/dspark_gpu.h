@@ -41,9 +41,6 @@ class DSparkCudaSession {
   void poison_outputs();
   // dfsel_dspark_run_group on the session's streams (streams[s] for rank s); nothing waited for.
   dfsel_status enqueue();
-  // enqueue with rank `rank` reading its anchors from the device buffer `anchors` (ranks given
-  // different inputs).
-  dfsel_status enqueue_with_anchors(int rank, const int32_t* anchors);
   // dfsel_dspark_plan_wait of every rank; the first failure's status and message are kept.
   dfsel_status wait();
   // Every rank's outputs copied back; ranks that differ from rank 0 make an INTERNAL_ERROR.
