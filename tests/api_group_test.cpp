@@ -1,10 +1,14 @@
 // In-process groups and the last error of dfsel_run_group, and the aliasing rule of dfsel.h,
 // on CPU plans: plans that describe different selectors are refused, each difference by name
 // (the rule the NCCL set-up applies, host/exchange/group_rule.h); a call that names no plan leaves every
-// plan's record as it was; outputs that share memory are refused before anything is written.
+// plan's record as it was; outputs that share memory are refused before anything is written;
+// ranks given different anchors, hidden rows or run scalars are refused, the first difference
+// and its rank named, before anything runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/common/numeric.cuh"
@@ -204,6 +208,81 @@ TEST_F(GroupAliasing, AnOutputOverAnotherPlansInputIsRefused) {
   EXPECT_NE(why.find("plans[1]'s outputs.n_emitted"), std::string::npos) << why;
   EXPECT_NE(why.find("plans[0]'s inputs.anchors"), std::string::npos) << why;
   EXPECT_EQ(anchors[0], d.anchors) << "nothing was written";
+}
+
+// The same two shards given per-run inputs that the ranks must agree on (dfsel.h: in-process
+// groups of CPU plans): equal values in other buffers run, any difference is refused before
+// anything is written.
+class GroupInputs : public GroupAliasing {
+ protected:
+  void SetUp() override {
+    GroupAliasing::SetUp();
+    hidden1 = d.hidden;  // rank 1's own copy, same values
+    in[1].hidden = make_matrix(hidden1.data(), c.hidden_t, c.E, (int64_t)c.blocks * c.block, d.hidden_nb1);
+    for (std::vector<int32_t>& b : bufs) std::fill(b.begin(), b.end(), -7);
+  }
+  // The call is refused with a message holding `words`, recorded in both plans, and no output
+  // was written.
+  void expect_refused(const std::string& words) {
+    EXPECT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_INVALID_ARGUMENT) << words;
+    for (dfsel_plan* p : plans) {
+      const std::string why = dfsel_plan_last_error(p);
+      EXPECT_NE(why.find(words), std::string::npos) << why;
+      EXPECT_NE(why.find("must be given the same anchors, hidden rows, temperature, p_min and seed"),
+                std::string::npos) << why;
+    }
+    for (const std::vector<int32_t>& b : bufs)
+      for (int32_t v : b) ASSERT_EQ(v, -7) << "an output was written before the refusal";
+  }
+  // The hidden element at token row t of rank 1's copy, changed by one unit in the last place.
+  void nudge_hidden(int64_t t) { hidden1[(size_t)t * d.hidden_nb1] ^= 1; }
+
+  std::vector<uint8_t> hidden1;
+};
+
+TEST_F(GroupInputs, EqualInputsInOtherBuffersRun) {
+  ASSERT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plans[0]);
+  EXPECT_EQ(bufs[0], bufs[1]);
+}
+
+TEST_F(GroupInputs, DifferentAnchorsAreRefused) {
+  anchors[1][1] = (anchors[0][1] + 1) % (int32_t)c.V;
+  expect_refused("inputs[1].anchors[1] = " + std::to_string(anchors[1][1]) + " differs from inputs[0].anchors[1] = " +
+                 std::to_string(anchors[0][1]));
+}
+
+TEST_F(GroupInputs, DifferentHiddenRowsAreRefused) {
+  // Block 1, position 2: token row 1 * block + 2, which the gate reads.
+  const int64_t t = c.block + 2;
+  nudge_hidden(t);
+  expect_refused("inputs[1].hidden row " + std::to_string(t) + " (block 1, position 2) differs from inputs[0].hidden");
+}
+
+TEST_F(GroupInputs, AnAnchorPositionsHiddenRowIsNotCompared) {
+  nudge_hidden(c.block);  // block 1, position 0: never read (SPEC section 1)
+  ASSERT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plans[0]);
+  EXPECT_EQ(bufs[0], bufs[1]);
+}
+
+TEST_F(GroupInputs, HiddenRowsOfAnotherTypeAreRefused) {
+  ASSERT_EQ(c.hidden_t, DFSEL_TYPE_F32);
+  in[1].hidden = make_matrix(hidden1.data(), DFSEL_TYPE_BF16, c.E, (int64_t)c.blocks * c.block, d.hidden_nb1);
+  expect_refused("inputs[1].hidden.type = BF16 differs from inputs[0].hidden.type = F32");
+}
+
+TEST_F(GroupInputs, DifferentScalarsAreRefused) {
+  in[1].temperature = 0.5f;
+  expect_refused("inputs[1].temperature = 0.5 differs from inputs[0].temperature = 0");
+  in[1].temperature = -0.0f;  // greedy too, but not the value rank 0 was given
+  expect_refused("inputs[1].temperature = -0 differs from inputs[0].temperature = 0");
+  in[1].temperature = 0.0f;
+  in[1].p_min = 0.25f;
+  expect_refused("inputs[1].p_min = 0.25 differs from inputs[0].p_min = 0");
+  in[1].p_min = 0.0f;
+  in[1].seed = 9;
+  expect_refused("inputs[1].seed = 9 differs from inputs[0].seed = 0");
+  in[1].seed = 0;
+  ASSERT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plans[0]);
 }
 
 }  // namespace

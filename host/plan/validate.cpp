@@ -2,10 +2,12 @@
 
 #include <cinttypes>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/limits.cuh"
 #include "kernels/common/packed_row.cuh"
+#include "kernels/common/row_map.cuh"
 #include "kernels/common/selector_math.cuh"
 
 namespace dfsel {
@@ -119,6 +121,62 @@ Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inpu
                                RunBuffers* scratch) {
   return check_group_call_buffers(
       n, scratch, [&](int i, RunBuffers* bufs) { list_run_buffers(*plans[i], in[i], out[i], bufs); });
+}
+
+namespace {
+
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+const char* const kSameInputs =
+    "; the ranks of an in-process group must be given the same anchors, hidden rows, temperature, p_min and seed "
+    "(each rank its own slice of the logits)";
+
+}  // namespace
+
+Status validate_group_inputs(int n, const dfsel_plan* const* plans, const dfsel_inputs* in) {
+  const PlanShape& sh = plans[0]->shape;
+  const dfsel_inputs& a = in[0];
+  const RowMap rows = drafted_rows(sh.block_size);
+  const int64_t n_drafted = (int64_t)a.n_blocks * sh.L;
+  const size_t hidden_row = row_bytes(a.hidden.type, sh.n_embd);
+  for (int i = 1; i < n; ++i) {
+    const dfsel_inputs& b = in[i];
+    // Scalars bit for bit, as the group rule compares logit_scale: -0 and 0 are not the same input.
+    if (float_bits(b.temperature) != float_bits(a.temperature))
+      return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].temperature = %.9g differs from inputs[0].temperature = %.9g%s", i,
+                  b.temperature, a.temperature, kSameInputs);
+    if (float_bits(b.p_min) != float_bits(a.p_min))
+      return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].p_min = %.9g differs from inputs[0].p_min = %.9g%s", i, b.p_min,
+                  a.p_min, kSameInputs);
+    if (b.seed != a.seed)
+      return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].seed = %" PRIu64 " differs from inputs[0].seed = %" PRIu64 "%s", i,
+                  b.seed, a.seed, kSameInputs);
+    if (b.anchors != a.anchors)
+      for (int32_t k = 0; k < a.n_blocks; ++k)
+        if (b.anchors[k] != a.anchors[k])
+          return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].anchors[%d] = %d differs from inputs[0].anchors[%d] = %d%s", i,
+                      k, b.anchors[k], k, a.anchors[k], kSameInputs);
+    if (b.hidden.type != a.hidden.type)
+      return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].hidden.type = %s differs from inputs[0].hidden.type = %s%s", i,
+                  dfsel_type_name(b.hidden.type), dfsel_type_name(a.hidden.type), kSameInputs);
+    if (b.hidden.data == a.hidden.data && b.hidden.nb[1] == a.hidden.nb[1]) continue;
+    // Only the rows a run reads (not the anchor position's, SPEC section 1).
+    for (int64_t d = 0; d < n_drafted; ++d) {
+      const int64_t t = map_row(rows, d);
+      const uint8_t* row0 = static_cast<const uint8_t*>(a.hidden.data) + (size_t)t * a.hidden.nb[1];
+      const uint8_t* rowi = static_cast<const uint8_t*>(b.hidden.data) + (size_t)t * b.hidden.nb[1];
+      if (std::memcmp(row0, rowi, hidden_row) != 0)
+        return fail(DFSEL_INVALID_ARGUMENT,
+                    "inputs[%d].hidden row %" PRId64 " (block %" PRId64 ", position %" PRId64
+                    ") differs from inputs[0].hidden row %" PRId64 "%s",
+                    i, t, t / sh.block_size, t % sh.block_size, t, kSameInputs);
+    }
+  }
+  return Status::success();
 }
 
 }  // namespace dfsel

@@ -18,5 +18,10 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_
 // the call reads or writes (dfsel.h). scratch holds n lists.
 Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                                RunBuffers* scratch);
+// The ranks of an in-process group of CPU plans (inputs in host memory, each plan already
+// validated, n_blocks equal) were given the same per-run inputs: anchors, the hidden rows a
+// run reads (type and bits), temperature, p_min and seed (bits). Each rank's logits are its
+// own slice and are not compared. The first difference is named with its rank.
+Status validate_group_inputs(int n, const dfsel_plan* const* plans, const dfsel_inputs* in);
 
 }  // namespace dfsel
