@@ -2,8 +2,8 @@
 // on CPU plans: plans that describe different selectors are refused, each difference by name
 // (the rule the NCCL set-up applies, host/exchange/group_rule.h); a call that names no plan leaves every
 // plan's record as it was; outputs that share memory are refused before anything is written;
-// ranks given different anchors, hidden rows or run scalars are refused, the first difference
-// and its rank named, before anything runs.
+// ranks given different anchors, hidden rows or run scalars, or holding different W_h, are
+// refused, the first difference and its rank named, before anything runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -223,13 +223,13 @@ class GroupInputs : public GroupAliasing {
   }
   // The call is refused with a message holding `words`, recorded in both plans, and no output
   // was written.
-  void expect_refused(const std::string& words) {
+  void expect_refused(const std::string& words,
+                      const char* rule = "must be given the same anchors, hidden rows, temperature, p_min and seed") {
     EXPECT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_INVALID_ARGUMENT) << words;
     for (dfsel_plan* p : plans) {
       const std::string why = dfsel_plan_last_error(p);
       EXPECT_NE(why.find(words), std::string::npos) << why;
-      EXPECT_NE(why.find("must be given the same anchors, hidden rows, temperature, p_min and seed"),
-                std::string::npos) << why;
+      EXPECT_NE(why.find(rule), std::string::npos) << why;
     }
     for (const std::vector<int32_t>& b : bufs)
       for (int32_t v : b) ASSERT_EQ(v, -7) << "an output was written before the refusal";
@@ -283,6 +283,33 @@ TEST_F(GroupInputs, DifferentScalarsAreRefused) {
   expect_refused("inputs[1].seed = 9 differs from inputs[0].seed = 0");
   in[1].seed = 0;
   ASSERT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plans[0]);
+}
+
+// W_h is every rank's whole: plan 1 remade over its own copy of it.
+class GroupWeights : public GroupInputs {
+ protected:
+  void remake_rank1(bool differ) {
+    w_h1 = d.w_h;
+    if (differ) w_h1[w_h1.size() / 2] ^= 1;
+    dfsel_plan_destroy(plans[1]);
+    plans[1] = nullptr;
+    dfsel_plan_desc desc = cpu_desc(c, d, 1, 2, 140, c.V);
+    desc.w_h.data = w_h1.data();
+    char msg[256];
+    ASSERT_EQ(dfsel_plan_create(&desc, &plans[1], msg, sizeof msg), DFSEL_SUCCESS) << msg;
+  }
+  std::vector<uint8_t> w_h1;
+};
+
+TEST_F(GroupWeights, AnEqualCopyOfWhRuns) {
+  remake_rank1(false);
+  ASSERT_EQ(dfsel_run_group(2, plans, in, out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plans[0]);
+  EXPECT_EQ(bufs[0], bufs[1]);
+}
+
+TEST_F(GroupWeights, AnotherWhIsRefused) {
+  remake_rank1(true);
+  expect_refused("plans[1]'s w_h holds other values than plans[0]'s", "every rank of a group must hold the same W_h");
 }
 
 }  // namespace

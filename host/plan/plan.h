@@ -44,6 +44,10 @@ struct dfsel_plan {
   dfsel::OneCall in_use;         // held by the call on this plan now, if any (dfsel.h: threads)
   pid_t creator = 0;  // the process that created it (a CUDA plan does not run in a fork()ed child)
   dfsel::StepScratch scratch;  // host scratch of the steps this plan leads (run_group)
+  // CPU plans: a digest of the W_h bytes the plan reads, taken at creation, so that an
+  // in-process group call can see ranks holding different W_h (validate.h). 0: not taken
+  // (CUDA plans, whose weights are device memory).
+  uint64_t w_h_digest = 0;
 };
 
 namespace dfsel {

@@ -35,8 +35,11 @@ Status run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const 
   // Ranks given different anchors, hidden rows or scalars would each walk another lattice and
   // draft tokens that match neither. CPU plans' inputs are in host memory: compared here,
   // before anything runs. CUDA plans' inputs are device memory and are not compared (dfsel.h).
-  if (n > 1 && !plans[0]->exchange->is_nccl() && plans[0]->desc.backend == DFSEL_BACKEND_CPU)
+  // The same for W_h, which every rank holds whole: CPU plans took a digest of it at creation.
+  if (n > 1 && !plans[0]->exchange->is_nccl() && plans[0]->desc.backend == DFSEL_BACKEND_CPU) {
+    DFSEL_TRY(validate_group_weights(n, plans));
     DFSEL_TRY(validate_group_inputs(n, plans, in));
+  }
   auto stream_of = [&](int i) { return streams ? streams[i] : nullptr; };
   // A communicator that has reported an error would fail or hang the all-gather: refuse first.
   for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->exchange->health());

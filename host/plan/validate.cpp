@@ -137,6 +137,38 @@ const char* const kSameInputs =
 
 }  // namespace
 
+uint64_t weight_digest(const dfsel_tensor& t) {
+  const size_t n = row_bytes(t.type, t.ne[0]);
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+  auto mix = [&h](uint64_t w) {
+    h ^= w * 0xff51afd7ed558ccdull;
+    h = ((h << 31) | (h >> 33)) * 0xc4ceb9fe1a85ec53ull;
+  };
+  for (int64_t r = 0; r < t.ne[1]; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(t.data) + (size_t)r * t.nb[1];
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, row + i, 8);
+      mix(w);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, row + i, n - i);
+    mix(tail ^ ((uint64_t)r << 40));
+  }
+  return h ? h : 1;
+}
+
+Status validate_group_weights(int n, const dfsel_plan* const* plans) {
+  for (int i = 1; i < n; ++i)
+    if (plans[i]->w_h_digest != plans[0]->w_h_digest)
+      return fail(DFSEL_INVALID_ARGUMENT,
+                  "plans[%d]'s w_h holds other values than plans[0]'s (a digest of its bytes taken at plan creation); "
+                  "every rank of a group must hold the same W_h",
+                  i);
+  return Status::success();
+}
+
 Status validate_group_inputs(int n, const dfsel_plan* const* plans, const dfsel_inputs* in) {
   const PlanShape& sh = plans[0]->shape;
   const dfsel_inputs& a = in[0];

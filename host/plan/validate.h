@@ -23,5 +23,11 @@ Status validate_group_aliasing(int n, dfsel_plan* const* plans, const dfsel_inpu
 // run reads (type and bits), temperature, p_min and seed (bits). Each rank's logits are its
 // own slice and are not compared. The first difference is named with its rank.
 Status validate_group_inputs(int n, const dfsel_plan* const* plans, const dfsel_inputs* in);
+// A digest of the bytes of matrix t's rows (never 0), for weights every rank of a group holds
+// whole: W_h (dfsel_plan::w_h_digest). Equal bytes give equal digests.
+uint64_t weight_digest(const dfsel_tensor& t);
+// The CPU plans of an in-process group hold W_h of the same bytes (by their digests); the
+// first plan that does not is named.
+Status validate_group_weights(int n, const dfsel_plan* const* plans);
 
 }  // namespace dfsel

@@ -231,8 +231,17 @@ DFSEL_API dfsel_status dfsel_plan_run(dfsel_plan* plan, const dfsel_inputs* in,
  * exchange), or this process's ranks of an NCCL group (the all-gathers are grouped). The
  * plans must describe one selector: the same config (logit_scale and softcap compared bit
  * for bit), placement, codebook type and W_h type; an in-process group also needs every rank
- * once and ranges that tile [0, V). The outcome is recorded in every plan given (n >= 1 and
- * plans not NULL); DFSEL_INVALID_ARGUMENT with n <= 0 or plans == NULL is recorded in none. */
+ * once and ranges that tile [0, V). Every rank must be given the same anchors, hidden rows,
+ * temperature, p_min and seed (each its own slice of the logits) and hold the same W_h: ranks
+ * that differ would each draft their own tokens. An in-process group of CPU plans checks this
+ * before anything runs and refuses a difference with DFSEL_INVALID_ARGUMENT, naming the first
+ * one and its rank: anchors by value, the hidden rows a run reads (not the anchor positions')
+ * by type and bytes, the scalars bit for bit (-0 is not 0), W_h by a digest of its bytes taken
+ * at plan creation. The codebooks are not compared (every rank holds its own rows, or in the
+ * replicated placement all V of them, too many to read per call), nor are the inputs or
+ * weights of CUDA plans (device memory) or of plans with an NCCL communicator: those the
+ * caller keeps equal. The outcome is recorded in every plan given (n >= 1 and plans not
+ * NULL); DFSEL_INVALID_ARGUMENT with n <= 0 or plans == NULL is recorded in none. */
 DFSEL_API dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in,
                                        const dfsel_outputs* out, void* const* streams);
 
