@@ -40,8 +40,10 @@ Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
   DFSEL_TRY(check_exchange(desc->nccl_comm, plan->desc.backend));
   if (!desc->nccl_comm) plan->exchange = make_in_process_exchange(plan->desc.backend);
   if (on_device) return make_cuda_backend(plan->desc, plan->shape, &plan->backend);
-  plan->w_h_digest = weight_digest(plan->desc.w_h);  // host memory: read once here (validate.h)
-  return make_cpu_backend(plan->desc, plan->shape, &plan->backend);
+  DFSEL_TRY(make_cpu_backend(plan->desc, plan->shape, &plan->backend));
+  // Host memory, read once, after every check (a description refused reads nothing): validate.h.
+  plan->w_h_digest = weight_digest(plan->desc.w_h);
+  return Status::success();
 }
 
 }  // namespace
