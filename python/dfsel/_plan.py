@@ -1,6 +1,7 @@
 """dfsel.Plan: one shard of one selector (dfsel_plan_create), and its runs."""
 import ctypes
 import itertools
+import re
 import sys
 import weakref
 
@@ -9,12 +10,44 @@ from ._abi import Error, Status, Type
 from ._cvalues import INT32, INT64, UINT64
 from ._loader import library
 from ._owned import Owned, claimed, create, group_size
-from ._outputs import Outputs
+from ._outputs import FIELDS as _OUTPUT_FIELDS, Outputs
 
 _FLOATS = (Type.F32, Type.F16, Type.BF16)
 _WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
 _handles = itertools.count(1)
 registry = weakref.WeakValueDictionary()  # handle -> Plan, for torch.ops.dfsel.select
+
+
+# The C fields a message of the library may name, as the Python arguments that set them: a
+# run's inputs (inputs[i] of a group is the i-th entry of each sequence of run_group), its
+# outputs (out), the description's config and shard (keywords of dfsel.Plan), and the axes of
+# a dfsel_tensor (ne[0] is an array's last axis, ne[1] its rows).
+_PY_NAMES = [
+    (r"\binputs\[(\d+)\]\.anchors\[(\d+)\]", r"anchors[\1][\2]"),
+    (r"\binputs\[(\d+)\]\.n_blocks\b", r"len(anchors[\1])"),
+    (r"\binputs\[(\d+)\]\.(hidden|logits)\.type\b", r"\2[\1]'s type"),
+    (r"\binputs\[(\d+)\]\.(\w+)", r"\2[\1]"),
+    (r"\bplans\[(\d+)\]'s inputs\.(\w+)", r"\2[\1]"),
+    (r"\bplans\[(\d+)\]'s outputs\.(\w+)", r"out[\1].\2"),
+    (r"\binputs\.(hidden|logits)\.data is NULL", r"\1 is None"),
+    (r"\binputs\.n_blocks\b", "len(anchors)"),
+    (r"\b(?:inputs\.)?(hidden|logits|e_prev|e_next|w_h)\.ne\[0\]", r"\1.shape[1]"),
+    (r"\b(?:inputs\.)?(hidden|logits|e_prev|e_next|w_h)\.ne\[1\]", r"\1.shape[0]"),
+    (r"\b(?:inputs\.)?(hidden|logits|e_prev|e_next|w_h)\.nb\[1\]", r"\1's row stride"),
+    (r"\b(?:inputs\.)?(hidden|logits|e_prev|e_next|w_h)\.type\b", r"\1's type"),
+    (r"\boutputs\.packed_row_stride\b", "out.packed's row stride"),
+    (r"\binputs\.", ""),
+    (r"\boutputs\.", "out."),
+    (r"\bconfig\.", ""),
+    (r"\bshard\.(rank|n_ranks|v_begin|v_end)\b", r"\1"),
+]
+
+
+def _python_message(msg):
+    """A message of the library with the C fields it names written as the Python arguments."""
+    for pat, rep in _PY_NAMES:
+        msg = re.sub(pat, rep, msg)
+    return msg
 
 
 def _unwrap(x):
@@ -152,7 +185,11 @@ class Plan(Owned):
         self.workspace = _torch_workspace(lib, d, views["e_prev"][0])
         if self.workspace is not None:
             keep.append(self.workspace)
-        self._ptr, self._lib, self._desc, self._keep = create(lib.dfsel_plan_create, d), lib, d, keep
+        try:
+            ptr = create(lib.dfsel_plan_create, d)
+        except Error as e:
+            raise Error(e.status, _python_message(e.message))
+        self._ptr, self._lib, self._desc, self._keep = ptr, lib, d, keep
         self.top_k, self.block_size, self.n_embd = top_k, block_size, n_embd
         self.n_drafted = block_size - 1  # L, drafted positions per block
         self.max_blocks, self.v_begin, self.v_end, self.n_vocab = max_blocks, v_begin, v_end, n_vocab
@@ -167,8 +204,14 @@ class Plan(Owned):
         self.handle = next(_handles)
         registry[self.handle] = self
 
+    def _error(self, status):
+        e = Owned._error(self, status)
+        return Error(e.status, _python_message(e.message))
+
     # -- inputs -------------------------------------------------------------------------
     def _bind(self, slot, tensor, x, name, n_tokens, ne0, dtype):
+        """Fills tensor from x, whose rows are exactly those of len(anchors) blocks: more rows
+        would be a caller's blocks that silently draft nothing."""
         if dtype is not None and not isinstance(x, _arrays.typed):
             x = _arrays.typed(x, dtype, name + "_dtype")
         arr, explicit = _unwrap(x)
@@ -176,17 +219,18 @@ class Plan(Owned):
         if sig is not None:
             sig = (sig, explicit)
         if sig is not None and sig == slot.sig:
-            if slot.rows < n_tokens:
-                raise Error(Status.INVALID_ARGUMENT, "%s has %d rows; expected n_blocks * block_size = %d" % (
-                    name, slot.rows, n_tokens))
+            if slot.rows != n_tokens:
+                raise Error(Status.INVALID_ARGUMENT, "%s has %d rows; expected len(anchors) * block_size = %d * %d = %d"
+                            % (name, slot.rows, n_tokens // self.block_size, self.block_size, n_tokens))
             tensor.data = _data_ptr(arr)
             return
         v = _arrays.view(arr, name)
         _arrays.check_device(v, name, self._device)
         t = _arrays.dfsel_type(v, name, explicit, _FLOATS)
-        if len(v.shape) == 2 and (v.shape[1] != ne0 or v.shape[0] < n_tokens):
-            raise Error(Status.INVALID_ARGUMENT, "%s has shape %s; expected (n_blocks * block_size = %d, %d)" % (
-                name, tuple(v.shape), n_tokens, ne0))
+        if len(v.shape) == 2 and (v.shape[1] != ne0 or v.shape[0] != n_tokens):
+            raise Error(Status.INVALID_ARGUMENT, "%s has shape %s; expected (len(anchors) * block_size = %d * %d, %d) = "
+                        "(%d, %d)" % (name, tuple(v.shape), n_tokens // self.block_size, self.block_size, ne0,
+                                      n_tokens, ne0))
         _arrays.fill_tensor(tensor, v, t, name)
         slot.sig, slot.rows = sig, v.shape[0]
 
@@ -242,6 +286,15 @@ class Plan(Owned):
         `want` are allocated in `framework` ("numpy", "torch", "cupy"; the weights' when None)
         on the plan's device, and arrays given by name (cand_ids=..., packed=...) are used as
         they are, after their dtype, shape, contiguity and device are checked."""
+        if not self._ptr:
+            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        if isinstance(want, str):
+            raise Error(Status.INVALID_ARGUMENT, "want = %r: expected a sequence of field names, such as (%r,)"
+                        % (want, want))
+        for w in want:
+            if w not in _OUTPUT_FIELDS:
+                raise Error(Status.INVALID_ARGUMENT, "want names %r, which is no output; the fields are %s" % (
+                    w, ", ".join(_OUTPUT_FIELDS)))
         n_blocks = self.max_blocks if n_blocks is None else _cvalues.integer(n_blocks, "n_blocks", INT32, 1,
                                                                               self.max_blocks)
         for k in arrays:
@@ -327,7 +380,10 @@ def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, see
               out=None, packed=False, logits_dtype=None, hidden_dtype=None):
     """One step for several plans driven by this thread (dfsel_run_group): every rank of an
     in-process group, or this process's ranks of an NCCL group. logits, hidden, anchors (and
-    streams, out when given) are sequences with one entry per plan. Returns a list of Outputs."""
+    streams, out when given) are sequences with one entry per plan; every rank gets its own
+    slice of the logits and the same anchors and hidden rows (an in-process group of CPU plans
+    refuses a difference, naming it: anchors[1][0], hidden[1] row 5). Returns a list of
+    Outputs."""
     group_size(plans, logits=logits, hidden=hidden, anchors=anchors, streams=streams, out=out)
     with claimed(plans, Plan):
         return _run_group(plans, logits, hidden, anchors, temperature, p_min, seed, streams, out, packed,

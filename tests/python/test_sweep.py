@@ -149,7 +149,7 @@ def test_every_output_array(field):
         out = outcome(lambda: p.outputs(NB, **{field: v}), "out.%s" % field)
         if out is None:
             continue
-        res = outcome(lambda: p.run(**inputs, out=out, temperature=0.5, packed=True), "outputs.%s" % field)
+        res = outcome(lambda: p.run(**inputs, out=out, temperature=0.5, packed=True), "out.%s" % field)
         if res is not None:
             sane(p, res, NB)
 
@@ -162,7 +162,7 @@ def test_outputs_sharing_memory_with_each_other():
     out = p.outputs(NB, **shared)
     with pytest.raises(dfsel.Error) as e:
         p.run(**run_inputs(), out=out)
-    assert "outputs.path" in e.value.message and "outputs.n_emitted" in e.value.message
+    assert "out.path" in e.value.message and "out.n_emitted" in e.value.message
 
 
 def test_outputs_and_blocks_against_the_plan():
