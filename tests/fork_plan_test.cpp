@@ -132,7 +132,19 @@ TEST(ForkPlan, DSparkPlanRunsInAChildAndIsDestroyed) {
 
 // A fork while another thread runs the plan: the child's copy of the plan is held by a call
 // that does not exist there. Its calls answer (BUSY) and return, whatever the moment.
+//
+// Not under AddressSanitizer: its allocator (GCC 12's runtime) takes no lock around fork(), so
+// when the runner thread is inside malloc or free at the fork, the child's next free() waits
+// forever on the copied lock (seen in CI: the child blocked in __asan::Allocator::Deallocate
+// under dfsel_plan_destroy). glibc's allocator is fork-safe, and the plain build runs this test.
 TEST(ForkPlan, APlanInUseAtTheForkAnswersInTheChild) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the AddressSanitizer allocator is not fork-safe while another thread allocates";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "the AddressSanitizer allocator is not fork-safe while another thread allocates";
+#endif
+#endif
   SelectorPlan busy;
   DSparkPlan idle;
   ASSERT_NE(busy.plan, nullptr);
