@@ -3,7 +3,6 @@ its runs: on the CPU backend with host arrays (NumPy), on the CUDA backend with 
 (torch tensors, CuPy or any __cuda_array_interface__ / DLPack array), which a library whose
 CUDA backend refuses DSpark plans answers with dfsel.Error (UNSUPPORTED)."""
 import ctypes
-import re
 
 from . import _abi, _arrays, _cvalues, _streams
 from ._abi import Error, Status, Type
@@ -35,13 +34,6 @@ _PY_NAMES = [
     (r"\b(w1|w2|w2_scale|conf_w)\.ne\[0\]", r"\1.shape[1]"),
     (r"\b(w1|w2|w2_scale|conf_w)\.ne\[1\]", r"\1.shape[0]"),
 ]
-
-
-def _python_message(msg):
-    """A message of the library with the C fields it names written as the Python arguments."""
-    for pat, rep in _PY_NAMES:
-        msg = re.sub(pat, rep, msg)
-    return msg
 
 
 def _view(x, name, dtype=None):
@@ -132,6 +124,7 @@ class DSparkPlan(Owned):
     Threads: a plan serves one call at a time. run(), dspark_run_group() and close() on a plan
     that another thread is using raise dfsel.Error with status BUSY at once (nothing is read or
     written); different plans may run on different threads together."""
+    _py_names = _PY_NAMES
 
     _destroy, _last_error = "dfsel_dspark_plan_destroy", "dfsel_dspark_plan_last_error"
 
@@ -179,10 +172,7 @@ class DSparkPlan(Owned):
             keep.append(v.owner)
         d.nccl_comm = _comm_handle(nccl_comm)
         d.n_threads = _cvalues.integer(n_threads, "n_threads")
-        try:
-            ptr = create(lib.dfsel_dspark_plan_create, d)
-        except Error as e:
-            raise Error(e.status, _python_message(e.message))
+        ptr = create(lib.dfsel_dspark_plan_create, d, _PY_NAMES)
         self._ptr, self._lib, self._desc, self._keep = ptr, lib, d, keep
         self.n_draft, self.max_blocks, self.v_begin, self.v_end = n_draft, max_blocks, v_begin, v_end
         self.n_embd = c.n_embd
@@ -191,25 +181,11 @@ class DSparkPlan(Owned):
         self.device = None if where == _arrays.CPU else where[1]
         self._framework = "numpy" if where == _arrays.CPU else w1_view.framework
 
-    def _error(self, status):
-        e = Owned._error(self, status)
-        return Error(e.status, _python_message(e.message))
-
     def outputs(self, n_blocks=None, *, want=_ALL):
         """Output arrays for runs of up to n_blocks blocks (max_blocks when None); confidence
         only for a plan with a confidence head. want names the optional fields (of draft_ids,
         logits, probs, log_norm, confidence); tokens and n_emitted are always made."""
-        if not self._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
-        if isinstance(want, str):
-            raise Error(Status.INVALID_ARGUMENT, "want = %r: expected a sequence of field names, such as (%r,)"
-                        % (want, want))
-        for w in want:
-            if w not in FIELDS:
-                raise Error(Status.INVALID_ARGUMENT, "want names %r, which is no output; the fields are %s" % (
-                    w, ", ".join(FIELDS)))
-        n_blocks = self.max_blocks if n_blocks is None else _cvalues.integer(n_blocks, "n_blocks", INT32, 1,
-                                                                              self.max_blocks)
+        n_blocks = self._outputs_request(n_blocks, want, FIELDS)
         return self._allocate(n_blocks, want)
 
     def _allocate(self, n_blocks, want=_ALL):

@@ -8,19 +8,31 @@ itself would answer; the lock also keeps the plan's reused input structs to one 
 """
 import contextlib
 import ctypes
+import re
 import threading
 
+from . import _cvalues
 from ._abi import Error, Status
 
 _MSG_LEN = 1024
 
 
+def python_message(msg, names):
+    """A message of the library with the C fields it names written as the Python arguments:
+    names is a sequence of (pattern, replacement), applied in order."""
+    for pat, rep in names:
+        msg = re.sub(pat, rep, msg)
+    return msg
+
+
 class Owned:
     """A library handle (_ptr) and the arrays it reads (_keep). Subclasses name the library
-    calls that free the handle (_destroy) and read its last message (_last_error), and call
-    _open() before anything else in __init__."""
+    calls that free the handle (_destroy) and read its last message (_last_error), the C fields
+    its messages may name as Python arguments (_py_names), and call _open() before anything
+    else in __init__."""
     _destroy = None
     _last_error = None
+    _py_names = ()
 
     def _open(self):
         self._ptr = None
@@ -34,7 +46,24 @@ class Owned:
         """The dfsel.Error of a failed call on this plan."""
         if status == Status.BUSY:  # the plan's message belongs to the call that holds it
             return busy_error(self)
-        return Error(status, getattr(self._lib, self._last_error)(self._ptr).decode(errors="replace"))
+        msg = getattr(self._lib, self._last_error)(self._ptr).decode(errors="replace")
+        return Error(status, python_message(msg, self._py_names))
+
+    def _outputs_request(self, n_blocks, want, fields):
+        """The n_blocks of an outputs() call (max_blocks when None), after the plan is found open
+        and want a sequence of names among fields."""
+        if not self._ptr:
+            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        if isinstance(want, str):
+            raise Error(Status.INVALID_ARGUMENT, "want = %r: expected a sequence of field names, such as (%r,)"
+                        % (want, want))
+        for w in want:
+            if w not in fields:
+                raise Error(Status.INVALID_ARGUMENT, "want names %r, which is no output; the fields are %s" % (
+                    w, ", ".join(fields)))
+        if n_blocks is None:
+            return self.max_blocks
+        return _cvalues.integer(n_blocks, "n_blocks", _cvalues.INT32, 1, self.max_blocks)
 
     def close(self):
         if self._ptr:
@@ -87,13 +116,14 @@ def claimed(plans, kind):
             p._lock.release()
 
 
-def create(create_call, desc):
-    """The handle a dfsel_*_create call makes of desc, or its failure as dfsel.Error."""
+def create(create_call, desc, names=()):
+    """The handle a dfsel_*_create call makes of desc, or its failure as dfsel.Error (its message
+    through python_message with names)."""
     msg = ctypes.create_string_buffer(_MSG_LEN)
     ptr = ctypes.c_void_p()
     st = create_call(ctypes.byref(desc), ctypes.byref(ptr), msg, _MSG_LEN)
     if st != Status.SUCCESS:
-        raise Error(st, msg.value.decode(errors="replace"))
+        raise Error(st, python_message(msg.value.decode(errors="replace"), names))
     return ptr.value
 
 

@@ -1,7 +1,6 @@
 """dfsel.Plan: one shard of one selector (dfsel_plan_create), and its runs."""
 import ctypes
 import itertools
-import re
 import sys
 import weakref
 
@@ -41,13 +40,6 @@ _PY_NAMES = [
     (r"\bconfig\.", ""),
     (r"\bshard\.(rank|n_ranks|v_begin|v_end)\b", r"\1"),
 ]
-
-
-def _python_message(msg):
-    """A message of the library with the C fields it names written as the Python arguments."""
-    for pat, rep in _PY_NAMES:
-        msg = re.sub(pat, rep, msg)
-    return msg
 
 
 def _unwrap(x):
@@ -125,6 +117,7 @@ class Plan(Owned):
     Threads: a plan serves one call at a time. run(), run_group() and check() on a plan that
     another thread is using raise dfsel.Error with status BUSY at once (nothing is read or
     written); different plans may run on different threads together."""
+    _py_names = _PY_NAMES
 
     _destroy, _last_error = "dfsel_plan_destroy", "dfsel_plan_last_error"
 
@@ -185,10 +178,7 @@ class Plan(Owned):
         self.workspace = _torch_workspace(lib, d, views["e_prev"][0])
         if self.workspace is not None:
             keep.append(self.workspace)
-        try:
-            ptr = create(lib.dfsel_plan_create, d)
-        except Error as e:
-            raise Error(e.status, _python_message(e.message))
+        ptr = create(lib.dfsel_plan_create, d, _PY_NAMES)
         self._ptr, self._lib, self._desc, self._keep = ptr, lib, d, keep
         self.top_k, self.block_size, self.n_embd = top_k, block_size, n_embd
         self.n_drafted = block_size - 1  # L, drafted positions per block
@@ -203,10 +193,6 @@ class Plan(Owned):
         self._framework = views["e_prev"][0].framework
         self.handle = next(_handles)
         registry[self.handle] = self
-
-    def _error(self, status):
-        e = Owned._error(self, status)
-        return Error(e.status, _python_message(e.message))
 
     # -- inputs -------------------------------------------------------------------------
     def _bind(self, slot, tensor, x, name, n_tokens, ne0, dtype):
@@ -286,17 +272,7 @@ class Plan(Owned):
         `want` are allocated in `framework` ("numpy", "torch", "cupy"; the weights' when None)
         on the plan's device, and arrays given by name (cand_ids=..., packed=...) are used as
         they are, after their dtype, shape, contiguity and device are checked."""
-        if not self._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
-        if isinstance(want, str):
-            raise Error(Status.INVALID_ARGUMENT, "want = %r: expected a sequence of field names, such as (%r,)"
-                        % (want, want))
-        for w in want:
-            if w not in _OUTPUT_FIELDS:
-                raise Error(Status.INVALID_ARGUMENT, "want names %r, which is no output; the fields are %s" % (
-                    w, ", ".join(_OUTPUT_FIELDS)))
-        n_blocks = self.max_blocks if n_blocks is None else _cvalues.integer(n_blocks, "n_blocks", INT32, 1,
-                                                                              self.max_blocks)
+        n_blocks = self._outputs_request(n_blocks, want, _OUTPUT_FIELDS)
         for k in arrays:
             if k not in ("cand_ids", "unary", "scores", "q", "path", "n_emitted", "packed"):
                 raise Error(Status.INVALID_ARGUMENT, "outputs(): %s is not an output" % k)
