@@ -83,25 +83,6 @@ def test_rows_must_match_the_anchors_exactly():
         p.run(logits(), ANCHORS, hidden=hidden[: NB * N])
 
 
-def test_outputs_want_names_known_fields():
-    with make() as p:
-        with raises(Status.INVALID_ARGUMENT, "'foo'", "draft_ids"):
-            p.outputs(want=("foo",))
-        with raises(Status.INVALID_ARGUMENT, "want = 'probs'"):
-            p.outputs(want="probs")
-        out = p.outputs(want=("probs",))
-        assert out.probs is not None and out.logits is None
-
-
-def test_outputs_of_a_closed_plan_are_refused():
-    p = make()
-    p.close()
-    with raises(Status.INVALID_ARGUMENT, "closed"):
-        p.outputs()
-    with raises(Status.INVALID_ARGUMENT, "closed"):
-        p.outputs(1)
-
-
 def test_refusals_name_python_arguments():
     rng = np.random.default_rng(4)
     # conf_w shorter than markov_rank: n_embd would be negative

@@ -1,7 +1,8 @@
 """Edges the C suite covers too, reached from Python: plans across os.fork() (a child runs its
 parent's plan on its own thread and closes it; the parent's plan is unaffected; a child that
 leaves its plans to the interpreter's exit ends), handles that are no live plan of the kind a
-call expects, and non-finite DSpark scalars. Every child is bounded by a timeout, so that a
+call expects, non-finite DSpark scalars, and outputs() of either plan kind (the fields it is
+asked for, a closed plan). Every child is bounded by a timeout, so that a
 hang fails the test."""
 import os
 import signal
@@ -15,6 +16,7 @@ import pytest
 
 import dfsel
 from dfsel import Status
+from test_errors import raises
 
 V, E, R, K, B, N = 512, 32, 32, 4, 4, 3
 THREADS = 4  # workers exist whatever the machine's core count
@@ -152,3 +154,27 @@ def test_non_finite_dspark_scalars_are_refused(bad):
     with pytest.raises(dfsel.Error) as e:
         dspark_plan(conf_w=conf)
     assert e.value.status == Status.INVALID_ARGUMENT and "conf_w[3]" in e.value.message
+
+
+# outputs(want=...) of either kind: a name that is no field, or one bare string, is refused;
+# known names give exactly those optional fields.
+@pytest.mark.parametrize("kind, fields, field, other", [("selector", "cand_ids", "q", "scores"),
+                                                        ("dspark", "draft_ids", "probs", "logits")])
+def test_outputs_want_names_known_fields(kind, fields, field, other):
+    with (selector_plan() if kind == "selector" else dspark_plan()) as p:
+        with raises(Status.INVALID_ARGUMENT, "'foo'", fields):
+            p.outputs(want=("foo",))
+        with raises(Status.INVALID_ARGUMENT, "want = %r" % field):
+            p.outputs(want=field)
+        out = p.outputs(want=(field,))
+        assert getattr(out, field) is not None and getattr(out, other) is None
+
+
+@pytest.mark.parametrize("kind", ["selector", "dspark"])
+def test_outputs_of_a_closed_plan_are_refused(kind):
+    p = selector_plan() if kind == "selector" else dspark_plan()
+    p.close()
+    with raises(Status.INVALID_ARGUMENT, "closed"):
+        p.outputs()
+    with raises(Status.INVALID_ARGUMENT, "closed"):
+        p.outputs(1, want=())

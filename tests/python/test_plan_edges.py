@@ -112,25 +112,6 @@ def test_rows_must_match_the_anchors_exactly():
         assert one.path.shape == (1, B - 1)
 
 
-def test_outputs_want_names_known_fields():
-    with make() as p:
-        with raises(Status.INVALID_ARGUMENT, "'foo'", "cand_ids"):
-            p.outputs(want=("foo",))
-        with raises(Status.INVALID_ARGUMENT, "want = 'q'"):
-            p.outputs(want="q")
-        out = p.outputs(want=("q",))
-        assert out.q is not None and out.scores is None
-
-
-def test_outputs_of_a_closed_plan_are_refused():
-    p = make()
-    p.close()
-    with raises(Status.INVALID_ARGUMENT, "closed"):
-        p.outputs()
-    with raises(Status.INVALID_ARGUMENT, "closed"):
-        p.outputs(1, want=("scores",))
-
-
 def test_float16_storage_is_not_read_as_bf16():
     w = weights()
     with raises(Status.INVALID_ARGUMENT, "e_prev", "f16", "cannot be read as BF16"):
