@@ -3,7 +3,7 @@
 # environment (the plan's tuning switches, host/backend/cuda_dspark.cu) under which dfsel_bench
 # times the DSparkStep cases of FILTER; "old=PATH" runs another dfsel_bench binary instead (an
 # earlier build, for an A/B). Google Benchmark JSON per variant goes to OUT, and a table of the
-# median times (us) is printed last. MIN_TIME sets --benchmark_min_time (0.05s; a plain number
+# median times (us) is printed last; the exit status is 1 when any variant failed. MIN_TIME sets --benchmark_min_time (0.05s; a plain number
 # for an older Google Benchmark).
 #
 #   bench/dspark_variants.sh BENCH OUT FILTER VARIANT...
@@ -14,6 +14,7 @@ bench=$1 out=$2 filter=$3
 shift 3
 mkdir -p "$out"
 n=0
+failed=0
 names=()
 for v in "$@"; do
   n=$((n + 1))
@@ -25,7 +26,8 @@ for v in "$@"; do
     *) read -r -a envs <<<"$v" ;;
   esac
   env "${envs[@]}" "$bin" --benchmark_filter="$filter" --benchmark_min_time="${MIN_TIME:-0.05s}" \
-    --benchmark_out="$out/variant-$n.json" >"$out/variant-$n.txt" 2>&1 || echo "variant $n ($v) failed"
+    --benchmark_out="$out/variant-$n.json" >"$out/variant-$n.txt" 2>&1 || { echo "variant $n ($v) failed"; failed=1; }
+  grep -q "ERROR OCCURRED" "$out/variant-$n.txt" && { echo "variant $n ($v) skipped a case with an error"; failed=1; }
   names+=("$v")
 done
 python3 - "$out" "${names[@]}" <<'PY'
@@ -45,3 +47,4 @@ print("%-44s" % "case" + "".join("%16s" % c[:15] for c in cols))
 for key, vals in rows.items():
     print("%-44s" % key[:44] + "".join("%16s" % ("%.1f" % vals[c] if c in vals else "-") for c in cols))
 PY
+exit $failed
