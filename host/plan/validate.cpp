@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/common/digest.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/limits.cuh"
 #include "kernels/common/packed_row.cuh"
@@ -138,23 +139,12 @@ const char* const kSameInputs =
 }  // namespace
 
 uint64_t weight_digest(const dfsel_tensor& t) {
-  const size_t n = row_bytes(t.type, t.ne[0]);
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
-  auto mix = [&h](uint64_t w) {
-    h ^= w * 0xff51afd7ed558ccdull;
-    h = ((h << 31) | (h >> 33)) * 0xc4ceb9fe1a85ec53ull;
-  };
+  // Word w of row r at position r * 2^32 + w (digest.cuh), the row length as one more term.
+  const size_t n = row_bytes(t.type, t.ne[0]), words = (n + 7) / 8;
+  uint64_t h = digest_term(~0ull, (uint64_t)n);
   for (int64_t r = 0; r < t.ne[1]; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(t.data) + (size_t)r * t.nb[1];
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, row + i, 8);
-      mix(w);
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, row + i, n - i);
-    mix(tail ^ ((uint64_t)r << 40));
+    for (size_t w = 0; w < words; ++w) h += digest_term(((uint64_t)r << 32) + w, digest_row_word(row, n, w));
   }
   return h ? h : 1;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dfsel/dspark.h"
+#include "digest.cuh"
 #include "dspark_math.cuh"
 #include "exchange_layout.cuh"
 #include "hd.cuh"
@@ -31,9 +32,9 @@ struct DSparkRecord {
   float logit;                // l at draft_id
   float row_max;              // the largest l of the shard (NaN skipped), -inf if none
   int32_t flags;              // kRecordAnchorRow: the w1 row after the record is the anchor's
-  // What every rank must have been given alike for this block (dspark_inputs_digest): its
-  // anchor, and a digest of the run's scalars and the block's hidden rows. A rank whose
-  // values differ from another's fails the run on every rank (dspark_inputs_agree).
+  // What every rank must have been given alike for this block: its anchor, and a digest of
+  // the run's scalars and the block's hidden rows (below). A rank whose values differ from
+  // another's fails the run on every rank (dspark_inputs_agree).
   int32_t anchor;
   uint32_t inputs;
 };
@@ -44,24 +45,10 @@ constexpr int32_t kRecordAnchorRow = 1;
 // A record that carries nothing: no candidate, no normaliser part, no row.
 DFSEL_HD DSparkRecord empty_dspark_record() { return DSparkRecord{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0, 0, 0u}; }
 
-// The digest of a run's inputs that the ranks of one chain must share, per block: a sum (mod
-// 2^64) of one mixed term per 8-byte word, each keyed by its position, so that any order of
-// summation (a host loop, a device reduction) gives the same bits. Terms: the run's scalars
-// (temperature and p_min bits, seed, n_blocks) at positions kDigestScalars..+3, and the
-// block's hidden rows as stored, word w of the k-th row read at position k * 2^32 + w (the
-// row's last word zero-padded). Folded to 32 bits for the record.
-DFSEL_HD uint64_t digest_mix(uint64_t x) {  // the splitmix64 finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-DFSEL_HD uint64_t digest_term(uint64_t position, uint64_t word) {
-  return digest_mix(word ^ digest_mix(position + 0x9e3779b97f4a7c15ull));
-}
-
+// The digest of a run's inputs that the ranks of one chain must share, per block (digest.cuh):
+// the run's scalars (temperature and p_min bits, seed, n_blocks) at positions
+// kDigestScalars..+3, and the block's hidden rows as stored, word w of the k-th row read at
+// position k * 2^32 + w (the row's last word zero-padded). Folded to 32 bits for the record.
 constexpr uint64_t kDigestScalars = 0xffffffff00000000ull;
 
 DFSEL_HD uint64_t digest_scalars(float temperature, float p_min, uint64_t seed, int32_t n_blocks) {
@@ -71,17 +58,6 @@ DFSEL_HD uint64_t digest_scalars(float temperature, float p_min, uint64_t seed, 
   return digest_term(kDigestScalars, t) + digest_term(kDigestScalars + 1, p) + digest_term(kDigestScalars + 2, seed) +
          digest_term(kDigestScalars + 3, (uint32_t)n_blocks);
 }
-
-// Word w (8 bytes, zero-padded past n_bytes) of one stored row.
-DFSEL_HD uint64_t digest_row_word(const uint8_t* row, size_t n_bytes, size_t w) {
-  uint64_t x = 0;
-  const size_t at = w * 8, n = n_bytes - at < 8 ? n_bytes - at : 8;
-  memcpy(&x, row + at, n);
-  return x;
-}
-
-DFSEL_HD uint32_t digest_fold(uint64_t h) { return (uint32_t)(h ^ (h >> 32)); }
-
 
 struct DSparkLayout {
   int32_t n_blocks;
