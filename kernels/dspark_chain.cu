@@ -13,6 +13,7 @@
 
 
 #include "kernels/block/dspark_merge.cuh"
+#include "kernels/block/dspark_mma.cuh"
 #include "kernels/block/dspark_rows.cuh"
 #include "kernels/cluster_launch.cuh"
 #include "kernels/policy.cuh"
@@ -111,9 +112,11 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
 }
 
 // Step k's pass over the shard (k = N + 1: step N's normaliser only). NB: blocks one reading of a
-// staged row serves; the drafting blocks go through it in groups of NB.
-template <dfsel_type W, int NB>
-__global__ void __launch_bounds__(kMaxPassWarps * 32, 1)
+// staged row serves; the drafting blocks go through it in groups of NB. TERMS 0: the eight-chain
+// product, two threads a row; 1 or 3: tensor cores (W2 BF16), a warp a slice of 16 rows, e in
+// that many BF16 terms (kernels/block/dspark_mma.cuh).
+template <dfsel_type W, int NB, int TERMS, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1)
     dspark_pass_kernel(const DSparkChainArgs a, const DSparkPassShape p, const int32_t k) {
   extern __shared__ __align__(128) uint8_t smem[];
   const DSparkPassCarve sc = dspark_pass_carve(p, a.R8, a.max_blocks);
@@ -128,6 +131,7 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1)
   uint8_t* flags = smem + sc.flags;
   int32_t* misc = reinterpret_cast<int32_t*>(smem + sc.misc);
 
+  constexpr bool kMma = TERMS > 0;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, n_warps = blockDim.x >> 5;
   const int t = tid >> 1, h = tid & 1;  // the row of the tile and the half of it
   const int64_t vs = a.v_end - a.v_begin;
@@ -146,9 +150,16 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1)
     cp_async_commit();  // one group a tile, empty past the last: the waits count groups
   };
 
-  // W2 is the plan's, written by no kernel: the first tiles are staged before the wait.
+  // W2 is the plan's, written by no kernel: the first tiles are staged (tensor cores: the
+  // warp's first slice loaded into registers) before the wait.
   if (async_copy)
     for (int i = 0; i < p.stages - 1; ++i) issue(i);
+  const int64_t first_slice = (int64_t)blockIdx.x * n_warps + warp, slice_step = (int64_t)gridDim.x * n_warps;
+  const int64_t n_slices = (vs + 15) / 16;
+  uint4 wa[kDSparkMmaChunks], wb[kDSparkMmaChunks];
+  if (kMma && reads_w2 && first_slice < n_slices)
+    dspark_slice_loads(a.w2, a.w2_stride, first_slice * 16 + (lane >> 2), first_slice * 16 + (lane >> 2) + 8, vs,
+                       a.R / 32, lane, wa, wb);
   chain_release();
   chain_wait();
 
@@ -188,35 +199,40 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1)
       e_s[i] = gi < n_act ? a.e[(size_t)active[gi] * a.R8 + r] : 0.0f;
     }
   };
-  if (n_groups == 1) load_e(0);
+  if constexpr (kMma) dspark_fill_e_terms<NB, TERMS>(smem + sc.e, p.e_pitch, a.e, a.R8, a.R, active, n_groups, n_act);
+  else if (n_groups == 1) load_e(0);
   __syncthreads();
 
-  // This thread's best key (with its l) and largest l of blocks h, h + 2, ... of the group.
-  constexpr int kHalf = (NB + 1) / 2;
-  uint64_t bk[kHalf];
-  float bl[kHalf];
-  uint32_t bm[kHalf];
+  // This thread's best key (with its l) and largest l of each of its slots of the group: the
+  // chains, blocks h, h + 2, ...; tensor cores, blocks 2t, 2t + 1, 8 + 2t, 9 + 2t (t = lane % 4,
+  // the columns mma gives the lane). Lanes l and l + kSpread share their slots' blocks.
+  constexpr int kSlots = kMma ? NB / 4 : (NB + 1) / 2;
+  constexpr int kSpread = kMma ? 4 : 2;
+  auto slot_block = [](int q, int l) { return kMma ? 8 * (q >> 1) + 2 * (l & 3) + (q & 1) : 2 * q + (l & 1); };
+  uint64_t bk[kSlots];
+  float bl[kSlots];
+  uint32_t bm[kSlots];
   auto reset = [&] {
 #pragma unroll
-    for (int q = 0; q < kHalf; ++q) bk[q] = 0, bl[q] = 0.0f, bm[q] = 0;
+    for (int q = 0; q < kSlots; ++q) bk[q] = 0, bl[q] = 0.0f, bm[q] = 0;
   };
-  // Into the warp's bests: a maximum over the lanes of each half, kept by lane 0 (even blocks)
-  // and lane 1 (odd), each the only writer of its entries.
+  // Into the warp's bests: a maximum over the lanes that share a slot, kept by lanes
+  // 0 .. kSpread - 1, each the only writer of its entries.
   auto flush = [&](int g) {
 #pragma unroll
-    for (int q = 0; q < kHalf; ++q) {
+    for (int q = 0; q < kSlots; ++q) {
       uint64_t kk = bk[q];
       float lg = bl[q];
       uint32_t mm = bm[q];
 #pragma unroll
-      for (int off = 2; off < 32; off <<= 1) {
+      for (int off = kSpread; off < 32; off <<= 1) {
         const uint64_t ok = shfl_xor_u64(kk, off);
         const float ol = __shfl_xor_sync(kFullWarp, lg, off);
         if (ok > kk) kk = ok, lg = ol;
         mm = max(mm, __shfl_xor_sync(kFullWarp, mm, off));
       }
-      const int gi = g * NB + 2 * q + lane;
-      if (lane < 2 && 2 * q + lane < NB && gi < n_act) {
+      const int col = slot_block(q, lane), gi = g * NB + col;
+      if (lane < kSpread && col < NB && gi < n_act) {
         DSparkWarpBest& w = warp_best[warp * a.n_blocks + active[gi]];
         if (kk > w.key) w.key = kk, w.logit = lg;
         w.row_max = max(w.row_max, mm);
@@ -228,15 +244,122 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1)
   const bool need_w2 = reads_w2 && n_act > 0;
   const size_t slot = (size_t)a.max_blocks * (size_t)vs;
   const float* l_prev = a.l_store + (size_t)((k - 1) & 1) * slot;
+  // l, the key, slot q's best and largest l, and the stored l of row v of the shard for the
+  // block in column gi of the active list, from its dot product.
+  auto take = [&](int q, int64_t v, int gi, float z, float dot, float s) {
+    const int b = active[gi];
+    const int32_t id = (int32_t)(a.v_begin + v);
+    const float l = markov_logit(a.transform, z, dot, s);
+    const float key = sampling ? markov_sample_key(l, a.temperature, markov_gumbel(a.seed, (uint32_t)b, (uint32_t)k, id)) : l;
+    const uint64_t ck = cand_key(key, id);
+    if (ck > bk[q]) bk[q] = ck, bl[q] = l;
+    bm[q] = max(bm[q], value_key(l));
+    if (sampling) a.l_store[(size_t)(k & 1) * slot + (size_t)b * vs + v] = l;
+  };
+  // The chains: row t of the staged tile, this half's blocks of group g.
+  auto chains_tile = [&](const uint8_t* stage, int g, bool in, int64_t v, float s) {
+    if constexpr (!kMma) {
+      float z[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int gi = g * NB + j;
+        z[j] = (j & 1) == h && in && gi < n_act ? load_elem(z_row[gi], a.logits_type, v) : 0.0f;
+      }
+      float acc[NB][4];
+      if (in) {
+        dspark_row_dots<W, NB>(stage + (size_t)t * p.pitch, e_s, a.R8, a.R, h, acc);
+      } else {
+#pragma unroll
+        for (int j = 0; j < NB; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+      }
+      float dot[NB];
+      dspark_meet_halves<NB>(acc, h, dot);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int gi = g * NB + j;
+        if ((j & 1) == h && in && gi < n_act) take(j / 2, v, gi, z[j], dot[j], s);
+      }
+    }
+  };
+  // Tensor cores: the warps stream the shard's slices of 16 rows, slice blockIdx.x * n_warps +
+  // warp, then a grid's warps further on, each W2 row read into registers once for every group
+  // of blocks (kernels/block/dspark_mma.cuh); the lane's elements are rows g8 and g8 + 8 of the
+  // slice, columns slot_block(q, lane) of each group. Then step k - 1's normaliser over the
+  // slice's rows: lanes 0-15 and 16-31 each a pending block, a row a lane.
+  auto mma_slices = [&] {
+    if constexpr (kMma) {
+      constexpr int kTiles = TERMS * NB / 8;
+      const int g8 = lane >> 2, nr = lane & 15, hh = lane >> 4;
+      for (int64_t sl = first_slice; sl < n_slices; sl += slice_step) {
+        const int64_t r0 = sl * 16, va = r0 + g8, vb = va + 8, vn = r0 + nr;
+        if (need_w2 && sl != first_slice) dspark_slice_loads(a.w2, a.w2_stride, va, vb, vs, a.R / 32, lane, wa, wb);
+        float lp[kDSparkNormAhead];  // the first pending blocks' last l, before the wait
+#pragma unroll
+        for (int q = 0; q < kDSparkNormAhead; ++q) {
+          const int ei = 2 * q + hh;
+          lp[q] = vn < vs && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + vn] : 0.0f;
+        }
+        for (int g = 0; g < n_groups; ++g) {
+          float z[2][kSlots], sc2[2];
+#pragma unroll
+          for (int ri = 0; ri < 2; ++ri) {
+            const int64_t v = ri ? vb : va;
+            sc2[ri] = v < vs && a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
+#pragma unroll
+            for (int q = 0; q < kSlots; ++q) {
+              const int gi = g * NB + slot_block(q, lane);
+              z[ri][q] = v < vs && gi < n_act ? load_elem(z_row[gi], a.logits_type, v) : 0.0f;
+            }
+          }
+          float acc[kTiles][4];
+          dspark_slice_mma<kTiles>(wa, wb, smem + sc.e + (size_t)g * kTiles * 8 * p.e_pitch, p.e_pitch, a.R / 32,
+                                   lane, acc);
+#pragma unroll
+          for (int ri = 0; ri < 2; ++ri) {
+            const int64_t v = ri ? vb : va;
+#pragma unroll
+            for (int q = 0; q < kSlots; ++q) {
+              const int gi = g * NB + slot_block(q, lane);
+              const int n = q >> 1, c = 2 * ri + (q & 1);  // the block's eighth; c0 c1 row g8, c2 c3 row g8 + 8
+              float dot = acc[n][c];
+              if (TERMS > 1) dot = dot + acc[NB / 8 + n][c];
+              if (TERMS > 2) dot = dot + acc[2 * NB / 8 + n][c];
+              if (v < vs && gi < n_act) take(q, v, gi, z[ri][q], dot, sc2[ri]);
+            }
+          }
+          if (n_groups > 1) {
+            flush(g);
+            reset();
+          }
+        }
+        auto norm16 = [&](int base, float l) {
+          const int ei = base + hh;
+          uint64_t u = 0;
+          if (vn < vs && ei < n_emit) u = (uint64_t)(norm_weight(l, last_max[emitted[ei]], a.temperature) * kNormOne);
+#pragma unroll
+          for (int off = 1; off < 16; off <<= 1) u += shfl_xor_u64(u, off);
+          if (nr == 0 && ei < n_emit) add_norm(&norm_lo[emitted[ei]], &norm_hi[emitted[ei]], u);
+        };
+#pragma unroll
+        for (int q = 0; q < kDSparkNormAhead; ++q)
+          if (2 * q < n_emit) norm16(2 * q, lp[q]);
+        for (int base = 2 * kDSparkNormAhead; base < n_emit; base += 2) {
+          const int ei = base + hh;
+          norm16(base, vn < vs && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + vn] : 0.0f);
+        }
+      }
+    }
+  };
+  if constexpr (kMma) mma_slices();
+  else
   for (int i = 0, stage_i = 0; i < n_mine; ++i, stage_i = stage_i + 1 == p.stages ? 0 : stage_i + 1) {
     const int64_t row0 = row0_of(i);
     const int rows = rows_of(i);
     const uint8_t* stage = smem + (size_t)stage_i * stage_bytes;
     const bool in = t < rows;
     const int64_t v = row0 + t;
-    const int32_t id = (int32_t)(a.v_begin + v);
     // Loads that do not wait for the stage, issued first: the scale, the last step's l.
-    const float s = in && a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
+    const float s = !kMma && in && a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
     float lp[kDSparkNormAhead];
 #pragma unroll
     for (int q = 0; q < kDSparkNormAhead; ++q) {
@@ -262,34 +385,7 @@ __global__ void __launch_bounds__(kMaxPassWarps * 32, 1)
         load_e(g);
         __syncthreads();
       }
-      float z[NB];
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const int gi = g * NB + j;
-        z[j] = (j & 1) == h && in && gi < n_act ? load_elem(z_row[gi], a.logits_type, v) : 0.0f;
-      }
-      float acc[NB][4];
-      if (in) {
-        dspark_row_dots<W, NB>(stage + (size_t)t * p.pitch, e_s, a.R8, a.R, h, acc);
-      } else {
-#pragma unroll
-        for (int j = 0; j < NB; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-      }
-      float dot[NB];
-      dspark_meet_halves<NB>(acc, h, dot);
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const int gi = g * NB + j;
-        if ((j & 1) != h || !in || gi >= n_act) continue;
-        const int b = active[gi];
-        const float l = markov_logit(a.transform, z[j], dot[j], s);
-        const float key =
-            sampling ? markov_sample_key(l, a.temperature, markov_gumbel(a.seed, (uint32_t)b, (uint32_t)k, id)) : l;
-        const uint64_t ck = cand_key(key, id);
-        if (ck > bk[j / 2]) bk[j / 2] = ck, bl[j / 2] = l;
-        bm[j / 2] = max(bm[j / 2], value_key(l));
-        if (sampling) a.l_store[(size_t)(k & 1) * slot + (size_t)b * vs + v] = l;
-      }
+      chains_tile(stage, g, in, v, s);
       if (n_groups > 1) {
         flush(g);
         reset();
@@ -411,10 +507,24 @@ __global__ void __launch_bounds__(kDSparkMergeWarps * 32) dspark_merge_kernel(co
 
 template <dfsel_type W>
 void pass_instances(DSparkPassKernel (&k)[4]) {
-  k[0] = dspark_pass_kernel<W, 1>;
-  k[1] = dspark_pass_kernel<W, 2>;
-  k[2] = dspark_pass_kernel<W, 4>;
-  k[3] = dspark_pass_kernel<W, 8>;
+  k[0] = dspark_pass_kernel<W, 1, 0, kMaxPassWarps>;
+  k[1] = dspark_pass_kernel<W, 2, 0, kMaxPassWarps>;
+  k[2] = dspark_pass_kernel<W, 4, 0, kMaxPassWarps>;
+  k[3] = dspark_pass_kernel<W, 8, 0, kMaxPassWarps>;
+}
+
+// Tensor cores: groups of 8 blocks, and of 16 where a run may carry more than 8; CTAs of up to
+// WARPS warps.
+template <int TERMS, int WARPS>
+void mma_instances(DSparkPassKernel (&k)[4], int mma_blocks) {
+  k[0] = dspark_pass_kernel<DFSEL_TYPE_BF16, 8, TERMS, WARPS>;
+  k[1] = k[2] = k[3] = mma_blocks > 8 ? dspark_pass_kernel<DFSEL_TYPE_BF16, 16, TERMS, WARPS> : k[0];
+}
+
+template <int TERMS>
+void mma_instances(DSparkPassKernel (&k)[4], int mma_blocks, int warps) {
+  if (warps > kMaxPassWarps) mma_instances<TERMS, kMaxMmaWarps>(k, mma_blocks);
+  else mma_instances<TERMS, kMaxPassWarps>(k, mma_blocks);
 }
 
 // The largest power of two up to 16 that divides x.
@@ -426,9 +536,23 @@ int pow2_unit(uint64_t x) {
 
 }  // namespace
 
-cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkTile asked, DSparkPassLaunch* out) {
+bool dspark_mma_supported(const DSparkChainArgs& a) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(a.w2) | a.w2_stride) % 16 == 0;
+  return a.w2_type == DFSEL_TYPE_BF16 && a.R % 32 == 0 && a.R <= 32 * kDSparkMmaChunks && aligned;
+}
+
+cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkTile asked, bool mma, DSparkPassLaunch* out) {
   DSparkPassLaunch l{};
-  switch (a.w2_type) {
+  if (mma && !dspark_mma_supported(a)) return cudaErrorInvalidValue;
+  if (mma) {
+    l.shape.e_terms = a.w1_type == DFSEL_TYPE_BF16 ? 1 : 3;  // e is W1's row widened
+    l.shape.mma_blocks = a.max_blocks > 8 ? 16 : 8;
+    l.shape.e_pitch = dspark_pitch((size_t)a.R * 2);
+    const int warps = (asked.rows ? asked.rows : 16 * kDSparkMmaWarps) / 16;
+    if (warps > kMaxMmaWarps) return cudaErrorInvalidValue;
+    if (l.shape.e_terms == 1) mma_instances<1>(l.kernels, l.shape.mma_blocks, warps);
+    else mma_instances<3>(l.kernels, l.shape.mma_blocks, warps);
+  } else switch (a.w2_type) {
     case DFSEL_TYPE_F32: pass_instances<DFSEL_TYPE_F32>(l.kernels); break;
     case DFSEL_TYPE_F16: pass_instances<DFSEL_TYPE_F16>(l.kernels); break;
     case DFSEL_TYPE_BF16: pass_instances<DFSEL_TYPE_BF16>(l.kernels); break;
@@ -446,12 +570,15 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkTile a
   const uint64_t mix = reinterpret_cast<uintptr_t>(a.w2) | a.w2_stride | rb;
   l.shape.unit = pow2_unit(mix);
   l.shape.async_copy = l.shape.unit == 16 ? 1 : 0;
-  // The tile asked for alone, else the first of kDSparkTiles that fits beside the rest.
+  // The tile asked for alone, else the first of kDSparkTiles that fits beside the rest. Tensor
+  // cores stage nothing: the tile's rows are the CTA's (16 a warp), the largest unless asked.
   bool fits = false;
+  if (!mma && asked.rows > kDSparkTiles[0].rows) return cudaErrorInvalidValue;
   for (int i = asked.rows ? -1 : 0; i < (asked.rows ? 0 : kDSparkTileCount) && !fits; ++i) {
-    const DSparkTile tile = i < 0 ? asked : kDSparkTiles[i];
+    const DSparkTile tile = i < 0 ? asked : mma ? DSparkTile{16 * kDSparkMmaWarps, 0} : kDSparkTiles[i];
     l.shape.tile_rows = tile.rows;
-    l.shape.stages = tile.stages;
+    l.shape.stages = mma ? 0 : tile.stages;
+    if (mma) l.shape.async_copy = 0;
     fits = dspark_pass_carve(l.shape, a.R8, a.max_blocks).total <= (size_t)optin;
   }
   if (!fits) return cudaErrorInvalidValue;
@@ -475,7 +602,8 @@ cudaError_t dspark_begin(const DSparkChainArgs& a, cudaStream_t stream) {
 }
 
 cudaError_t dspark_pass(const DSparkChainArgs& a, int32_t k, const DSparkPassLaunch& l, cudaStream_t stream) {
-  const int which = a.n_blocks <= 1 ? 0 : a.n_blocks <= 2 ? 1 : a.n_blocks <= 4 ? 2 : 3;
+  const int which = l.shape.e_terms ? (a.n_blocks <= 8 ? 0 : 1)
+                                    : a.n_blocks <= 1 ? 0 : a.n_blocks <= 2 ? 1 : a.n_blocks <= 4 ? 2 : 3;
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)l.grid), l.threads, l.smem, stream, 1, true, attr);
   return cudaLaunchKernelEx(&cfg, l.kernels[which], a, l.shape, k);

@@ -120,6 +120,9 @@ constexpr int kDSparkBeginThreads = 256;
 // Loads a thread issues ahead: the pending blocks' last l a tile (the normaliser), and the last
 // CTA's CTA parts a lane. Not swept.
 constexpr int kDSparkNormAhead = 4;
+// Tensor cores: the pass's warps a CTA (one CTA a SM; DFSEL_DSPARK_TILE's rows / 16 asks for
+// another count, up to kMaxMmaWarps).
+constexpr int kDSparkMmaWarps = 16;
 constexpr int kDSparkPartsAhead = 4;
 
 }  // namespace dfsel::cuda

@@ -7,6 +7,7 @@
 
 #include <cinttypes>
 #include <cstdlib>
+#include <cstring>
 
 #include "host/backend/cuda_status.h"
 #include "host/backend/dspark_backend.h"
@@ -92,7 +93,7 @@ Status asked_tile(cuda::DSparkTile* t) {
   const char* env = std::getenv("DFSEL_DSPARK_TILE");
   if (!env || !*env) return Status::success();
   int rows = 0, stages = 0;
-  const int largest = cuda::kDSparkTiles[0].rows;
+  const int largest = 16 * cuda::kMaxMmaWarps;  // the chains' CTA holds kDSparkTiles[0]'s rows at most
   const char* x = read_env_int(env, 16, largest, &rows);
   const char* end = x && *x == 'x' ? read_env_int(x + 1, 2, 3, &stages) : nullptr;
   if (!end || *end || rows % 16 != 0)
@@ -102,11 +103,36 @@ Status asked_tile(cuda::DSparkTile* t) {
   return Status::success();
 }
 
+// DFSEL_DSPARK_PRODUCT: how the pass multiplies W2 by e. Unset, "" or "auto": on tensor cores
+// where the plan allows it (cuda::dspark_mma_supported) and may run two blocks or more, else the
+// eight chains; "chains": the
+// eight chains always (bitwise the CPU backend); "mma": tensor cores, refused where they do not
+// apply.
+Status asked_product(const cuda::DSparkChainArgs& a, const dfsel_dspark_plan_desc& d, bool* mma) {
+  const char* env = std::getenv("DFSEL_DSPARK_PRODUCT");
+  const bool supported = cuda::dspark_mma_supported(a);
+  *mma = supported && a.max_blocks >= 2;  // one block: the chains are as fast (DSparkStep)
+  if (!env || !*env || std::strcmp(env, "auto") == 0) return Status::success();
+  if (std::strcmp(env, "chains") == 0) return *mma = false, Status::success();
+  if (std::strcmp(env, "mma") != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_PRODUCT = \"%s\" must be auto, chains or mma (unset it for auto)", env);
+  if (!supported)
+    return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_PRODUCT = mma needs W2 stored as BF16 (w2 type %d) and R a multiple of "
+                "16 (R = %d)", (int)d.w2.type, a.R);
+  return Status::success();
+}
+
 // The pass's launch for a plan (and with it the grid the workspace is sized by).
 Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::DSparkPassLaunch* out) {
   cuda::DSparkTile asked{};
   DFSEL_TRY(asked_tile(&asked));
-  const cudaError_t e = cuda::dspark_pass_setup(plan_args(d, sh), d.device, asked, out);
+  const cuda::DSparkChainArgs a = plan_args(d, sh);
+  bool mma = false;
+  DFSEL_TRY(asked_product(a, d, &mma));
+  const cudaError_t e = cuda::dspark_pass_setup(a, d.device, asked, mma, out);
+  if (e == cudaErrorInvalidValue && asked.rows > cuda::kDSparkTiles[0].rows && !mma)
+    return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_TILE = %dx%d: the eight-chain pass takes at most %d rows a tile (more "
+                "are for the tensor-core pass, DFSEL_DSPARK_PRODUCT)", asked.rows, asked.stages, cuda::kDSparkTiles[0].rows);
   if (e == cudaErrorInvalidValue && asked.rows)
     return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_TILE = %dx%d does not fit the shared memory of device %d for R = %d and "
                 "config.max_blocks = %d", asked.rows, asked.stages, d.device, sh.R, d.config.max_blocks);

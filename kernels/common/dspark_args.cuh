@@ -84,14 +84,20 @@ struct DSparkPassShape {
   int32_t unit;        // bytes a thread copies at once when the rows are not 16-byte aligned
   uint32_t row_bytes;  // one W2 row as stored
   int32_t async_copy;  // 1: 16-byte asynchronous copies (16-byte aligned rows); 0: the threads copy
+  int32_t e_terms;     // 0: the eight-chain product; 1 or 3: tensor cores (no stages: W2 read
+                       // into registers), e in that many BF16 terms
+  int32_t mma_blocks;  // tensor cores: the blocks of the largest group (8 or 16)
+  int32_t e_pitch;     // tensor cores: bytes between e's term rows in shared memory
 };
 
-// A pass's dynamic shared memory, by offset: the stages, the W1 rows of one
-// group of blocks (kMaxPassBlocks of R8 floats), each warp's best of every block of the largest
+// A pass's dynamic shared memory, by offset: the stages (none on tensor cores), the W1 rows of
+// one group of blocks (kMaxPassBlocks of R8 floats; tensor cores: of every group, mma_blocks x
+// e_terms rows of R BF16 terms each), each warp's best of every block of the largest
 // run (DSparkPartial without its normaliser), and per block the normaliser part, the last
 // step's maximum, its base-logits row, its flags and its place in the lists of the step.
 constexpr int kMaxPassBlocks = 8;
 constexpr int kMaxPassWarps = 12;  // 384 threads: a tile of up to 192 rows
+constexpr int kMaxMmaWarps = 16;   // tensor cores: 512 threads, a slice of 16 rows a warp
 
 struct DSparkWarpBest {
   uint64_t key;
@@ -113,8 +119,9 @@ DFSEL_HD DSparkPassCarve dspark_pass_carve(const DSparkPassShape& s, int32_t R8,
     return at;
   };
   const size_t mb = (size_t)max_blocks;
-  c.e = take((size_t)kMaxPassBlocks * R8 * 4, 16);
-  c.warp_best = take((size_t)kMaxPassWarps * mb * sizeof(DSparkWarpBest), 16);
+  const size_t groups = s.e_terms ? (mb + s.mma_blocks - 1) / s.mma_blocks : 0;
+  c.e = take(s.e_terms ? groups * s.e_terms * s.mma_blocks * s.e_pitch : (size_t)kMaxPassBlocks * R8 * 4, 16);
+  c.warp_best = take((size_t)(s.e_terms ? kMaxMmaWarps : kMaxPassWarps) * mb * sizeof(DSparkWarpBest), 16);
   c.norm_lo = take(mb * 8, 8);
   c.norm_hi = take(mb * 8, 8);
   c.last_max = take(mb * 4, 4);

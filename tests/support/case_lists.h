@@ -59,6 +59,7 @@ inline constexpr DSparkStepShape kDSparkStepShapes[] = {
     {4, 1, 0.0f, 170.0},
     {1, 1, 0.8f, 170.0},
     {8, 1, 0.8f, 200.0},
+    {16, 1, 0.0f, 200.0},
 };
 
 }  // namespace dfsel::cases

@@ -1,0 +1,90 @@
+// The DSpark pass's product on tensor cores (docs/dspark.md, "The CUDA backend"): a warp
+// multiplies 16 W2 rows (BF16, as stored, read straight into registers) by the W1 rows of a
+// group of blocks with BF16 mma.sync and F32 accumulators: the rows as M, R as K, the blocks
+// as N.
+//
+// The K order is a fixed permutation of R: in each chunk of 32 elements, lane t of a quad
+// (t = lane % 4) holds elements 8t .. 8t + 7 of its rows, one 16-byte load, and gives them to
+// mma as k 2t, 2t + 1 (a0), 2t + 8, 2t + 9 (a2) of the chunk's first step and the same of its
+// second; e's terms are read the same way. Every row goes through the same order, so a
+// (row, block) element is the same sum whichever rows and blocks share its tile.
+//
+// e (floats) enters as BF16 terms that sum to it exactly: one term when it is BF16 already
+// (W1 stored as BF16, K-quants widened to it), else three (each the truncation of what the
+// terms before it leave: 8 + 8 + 8 bits hold a float's 24). Every product of a W2 element and
+// a term is exact, so the tensor cores' F32 sums are the only rounding: the same bits for every
+// shard count, placement and batching, and within rounding of the eight chains the CPU sums.
+#pragma once
+
+#include <stdint.h>
+
+#include "kernels/common/mma.cuh"
+
+namespace dfsel::cuda {
+
+constexpr int kDSparkMmaChunks = 8;  // chunks of 32 elements a row: R at most 256
+
+// The BF16 terms of x, largest first (the bits of each). A non-finite x is its own first term.
+template <int TERMS>
+__device__ __forceinline__ void dspark_e_terms(float x, uint16_t (&t)[TERMS]) {
+  const bool finite = isfinite(x);
+#pragma unroll
+  for (int i = 0; i < TERMS; ++i) {
+    const uint32_t head = __float_as_uint(x) & 0xffff0000u;
+    t[i] = i == 0 || finite ? (uint16_t)(head >> 16) : 0;
+    if (i + 1 < TERMS) x = x - __uint_as_float(head);  // exact: the bits below the head
+  }
+}
+
+// The e rows of every group (blocks active[g * NB ..], zeros past n_act) as terms in shared
+// memory: row (g * TERMS + q) * NB + j holds term q of block j of group g, R elements in W2's
+// order, rows e_pitch bytes apart.
+template <int NB, int TERMS>
+__device__ __forceinline__ void dspark_fill_e_terms(uint8_t* e_b, int e_pitch, const float* e, int R8, int R,
+                                                    const int32_t* active, int n_groups, int n_act) {
+  for (int i = threadIdx.x; i < n_groups * NB * R; i += blockDim.x) {
+    const int gi = i / R, r = i - gi * R, g = gi / NB, j = gi - g * NB;
+    uint16_t t[TERMS];
+    dspark_e_terms<TERMS>(gi < n_act ? e[(size_t)active[gi] * R8 + r] : 0.0f, t);
+#pragma unroll
+    for (int q = 0; q < TERMS; ++q)
+      *reinterpret_cast<uint16_t*>(e_b + (size_t)((g * TERMS + q) * NB + j) * e_pitch + 2 * r) = t[q];
+  }
+}
+
+// The lane's 16 bytes of each chunk of rows va and vb (< vs, else zeros): chunks
+// c < chunks, streamed (each row is read once a step). W2 16-byte aligned, rows too.
+__device__ __forceinline__ void dspark_slice_loads(const uint8_t* w2, size_t stride, int64_t va, int64_t vb, int64_t vs,
+                                                   int chunks, int lane, uint4 (&wa)[kDSparkMmaChunks],
+                                                   uint4 (&wb)[kDSparkMmaChunks]) {
+  const uint4* pa = reinterpret_cast<const uint4*>(w2 + (size_t)va * stride) + (lane & 3);
+  const uint4* pb = reinterpret_cast<const uint4*>(w2 + (size_t)vb * stride) + (lane & 3);
+#pragma unroll
+  for (int c = 0; c < kDSparkMmaChunks; ++c) {
+    wa[c] = va < vs && c < chunks ? __ldcs(pa + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
+    wb[c] = vb < vs && c < chunks ? __ldcs(pb + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// acc[n] = the slice (rows g8 and g8 + 8 in wa, wb) times the e rows 8n .. 8n + 7 from e_g, in
+// mma's fragment layout (kernels/common/mma.cuh); chunks c < chunks, steps in order.
+template <int NT>
+__device__ __forceinline__ void dspark_slice_mma(const uint4 (&wa)[kDSparkMmaChunks], const uint4 (&wb)[kDSparkMmaChunks],
+                                                 const uint8_t* e_g, int e_pitch, int chunks, int lane,
+                                                 float (&acc)[NT][4]) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  const uint8_t* e_lane = e_g + (size_t)(lane >> 2) * e_pitch + 16 * (lane & 3);
+#pragma unroll
+  for (int c = 0; c < kDSparkMmaChunks; ++c) {
+    if (c >= chunks) break;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const uint4 b = *reinterpret_cast<const uint4*>(e_lane + (size_t)8 * n * e_pitch + 64 * c);
+      mma_bf16(acc[n], wa[c].x, wb[c].x, wa[c].y, wb[c].y, b.x, b.y);
+      mma_bf16(acc[n], wa[c].z, wb[c].z, wa[c].w, wb[c].w, b.z, b.w);
+    }
+  }
+}
+
+}  // namespace dfsel::cuda
