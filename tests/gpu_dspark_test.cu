@@ -1,21 +1,31 @@
 // The DSpark chain on the CUDA backend against the CPU backend (itself bitwise the reference,
-// dspark_cpu_backend_test.cpp), every output bit for bit: random drafts of every shape, layout,
-// d2t, scale, confidence head, transform and weight type, greedy and sampling; planted special
-// values; 1 to 4 in-process ranks on one GPU over uneven ranges, both W1 placements, one
-// stream or one per rank; a realistic size; CUDA-graph capture and replay with new inputs; a
-// second run; a bad anchor reported by dfsel_dspark_plan_wait; a caller-owned workspace; two
-// plans on one stream. Everything through the public C API; outputs poisoned before each run.
+// dspark_cpu_backend_test.cpp). A CUDA plan computes W2[v] . e in the eight chains, or on tensor
+// cores where W2 is BF16 on the device and R a multiple of 16 (DFSEL_DSPARK_PRODUCT,
+// dspark_cuda_uses_mma). Every problem runs with the chains (DFSEL_DSPARK_PRODUCT=chains), each
+// output bit for bit the CPU backend's, and, where the default is the tensor-core product, with
+// that too, against the double-precision oracle (dspark_oracle.h) within 1e-4: tokens exactly
+// but past a near-tie, scores within tolerance, nearly every step judged. The problems: random
+// drafts of every shape, layout, d2t, scale, confidence head, transform and weight type, greedy
+// and sampling; planted special values; extreme temperatures; a realistic size. With either
+// product, results are bitwise the same for 1 to 4 in-process ranks on one GPU over uneven
+// ranges, both W1 placements, one stream or one per rank, any batching of the blocks, CUDA-graph
+// replay with new inputs, a second run, a caller-owned workspace and a tile override. Also: a bad
+// anchor or d2t entry reported by dfsel_dspark_plan_wait, two plans on one stream, and
+// DFSEL_DSPARK_PRODUCT checked at creation. Everything through the public C API; outputs
+// poisoned before each run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "support/case_lists.h"
 #include "support/dspark_gpu.h"
+#include "support/dspark_oracle.h"
 #include "support/dspark_problem.h"
 #include "support/gpu.cuh"
 #include "support/scoped_env.h"
@@ -50,42 +60,131 @@ DSparkResult cpu_result(const DSparkCase& c, const DSparkData& d, const DSparkRu
   return cpu;
 }
 
-void expect_bitwise_cpu(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, const DSparkCudaOpts& o = {}) {
-  const DSparkResult cpu = cpu_result(c, d, r);
-  if (cpu.status != DFSEL_SUCCESS) return;
-  const DSparkResult gpu = run_dspark_cuda(c, d, r, o);
-  ASSERT_EQ(gpu.status, DFSEL_SUCCESS) << gpu.error;
-  EXPECT_EQ(dspark_bitwise_diff(gpu, cpu), "");
+// The tensor-core product against the oracle: its sums round differently from the chains'
+// (a relative error of about 1e-6 of the |w| . |e| sums), far within this.
+constexpr double kMmaTol = 1e-4;
+
+// The products a CUDA plan of c is checked with: the chains always, and the default product
+// when that is the tensor-core one (false: chains, true: tensor cores).
+std::vector<bool> products(const DSparkCase& c) {
+  if (dspark_cuda_uses_mma(c)) return {false, true};
+  return {false};
 }
 
-void expect_bitwise_cpu(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r, const DSparkCudaOpts& o = {}) {
-  SCOPED_TRACE(describe(c, seed, r));
-  expect_bitwise_cpu(c, make_dspark_data(c, seed), r, o);
+// For a scope (the plans made in it): the chains through DFSEL_DSPARK_PRODUCT=chains, or the
+// default product, the environment as the test run has it.
+class Product {
+ public:
+  explicit Product(bool mma) : mma_(mma) {
+    if (!mma) chains_.emplace("DFSEL_DSPARK_PRODUCT", "chains");
+  }
+  std::string str() const { return mma_ ? "tensor-core product" : "chain product"; }
+
+ private:
+  bool mma_;
+  std::optional<ScopedEnv> chains_;
+};
+
+// A CUDA result against the CPU backend's for the same problem: bitwise with the chains; with
+// the tensor-core product, against the oracle within kMmaTol (the CPU backend being bitwise the
+// reference, which the oracle checks in the same way), its judged steps added to *tally.
+void expect_result_matches_cpu(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, const DSparkResult& gpu,
+                               bool mma, OracleTally* tally = nullptr) {
+  if (mma) EXPECT_EQ(compare_dspark_with_oracle(c, d, r, gpu, kMmaTol, tally), "") << "against the oracle";
+  else EXPECT_EQ(dspark_bitwise_diff(gpu, cpu_result(c, d, r)), "") << "against the CPU backend";
 }
 
-TEST(GpuDSpark, BitwiseTheCpuOnRandomDrafts) {
-  DFSEL_REQUIRE_GPUS(1);
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed=" + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  int i = 0;
-  for (const auto& [c, r] : random_dspark_runs(rng, 60)) {
-    DSparkCudaOpts o;
-    o.stream_per_rank = i++ % 2 == 1;  // plans of a group on one stream, or one stream each
-    expect_bitwise_cpu(c, rng(), r, o);
+// One chain of every rank on the CUDA backend with each product of c, against the CPU backend.
+void expect_matches_cpu(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, const DSparkCudaOpts& o = {},
+                        OracleTally* tally = nullptr) {
+  for (bool mma : products(c)) {
+    const Product p(mma);
+    SCOPED_TRACE(p.str());
+    const DSparkResult gpu = run_dspark_cuda(c, d, r, o);
+    ASSERT_EQ(gpu.status, DFSEL_SUCCESS) << gpu.error;
+    expect_result_matches_cpu(c, d, r, gpu, mma, tally);
   }
 }
 
-TEST(GpuDSpark, BitwiseTheCpuOnSpecialValues) {
+void expect_matches_cpu(const DSparkCase& c, uint64_t seed, const DSparkRunOpts& r, const DSparkCudaOpts& o = {},
+                        OracleTally* tally = nullptr) {
+  SCOPED_TRACE(describe(c, seed, r));
+  expect_matches_cpu(c, make_dspark_data(c, seed), r, o, tally);
+}
+
+// Near-ties leave steps of the tensor-core runs unjudged: over a test's runs they must be rare
+// (under 1 step in 100 on the CPU backend's runs, DSparkReference.*), or the check says little.
+void expect_mostly_judged(const OracleTally& t) {
+  EXPECT_GE(t.judged * 10, t.steps * 9) << t.judged << " of " << t.steps << " steps judged";
+}
+
+// c with a W2 the tensor cores take: BF16, R rounded up to a multiple of 16 (W1 and the
+// confidence head BF16 where their quant blocks no longer divide their rows).
+DSparkCase with_bf16_w2(DSparkCase c) {
+  auto block = [](dfsel_type t) {
+    return t == DFSEL_TYPE_Q8_0 ? 32 : t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K ? 256 : 1;
+  };
+  c.w2_t = DFSEL_TYPE_BF16;
+  c.R = (c.R + 15) / 16 * 16;
+  if (c.R % block(c.w1_t) != 0) c.w1_t = DFSEL_TYPE_BF16;
+  if ((c.E + c.R) % block(c.conf_t) != 0) c.conf_t = DFSEL_TYPE_BF16;
+  return c;
+}
+
+// The first n blocks of a problem (the same weights; anchors, logits and hidden rows a prefix),
+// and of a result.
+DSparkData first_blocks(const DSparkCase& c, DSparkData d, int n) {
+  const size_t rows = (size_t)n * c.rows();
+  d.logits.resize(rows * d.logits_nb1);
+  d.logits_f.resize(rows * (size_t)c.V);
+  d.hidden.resize(rows * d.hidden_nb1);
+  d.hidden_f.resize(rows * (size_t)c.E);
+  d.anchors.resize((size_t)n);
+  return d;
+}
+
+DSparkResult first_blocks(DSparkResult x, int n, int N) {
+  for (std::vector<int32_t>* v : {&x.tokens, &x.draft_ids})
+    if (!v->empty()) v->resize((size_t)n * N);
+  for (std::vector<float>* v : {&x.logits, &x.probs, &x.log_norm, &x.confidence})
+    if (!v->empty()) v->resize((size_t)n * N);
+  x.n_emitted.resize((size_t)n);
+  return x;
+}
+
+// Every other case with a W2 the tensor cores take (the random ones seldom do).
+TEST(GpuDSpark, MatchesTheCpuOnRandomDrafts) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (const auto& [c, r] : special_dspark_runs(rng)) expect_bitwise_cpu(c, rng(), r);
+  OracleTally t;
+  int i = 0;
+  for (const auto& [c, r] : random_dspark_runs(rng, 60)) {
+    DSparkCudaOpts o;
+    o.stream_per_rank = i % 4 >= 2;  // plans of a group on one stream, or one stream each
+    expect_matches_cpu(i++ % 2 == 1 ? with_bf16_w2(c) : c, rng(), r, o, &t);
+  }
+  expect_mostly_judged(t);
+}
+
+// Each special case as drawn and, where that W2 takes the chains alone, with a BF16 W2.
+TEST(GpuDSpark, MatchesTheCpuOnSpecialValues) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  OracleTally t;
+  for (const auto& [c, r] : special_dspark_runs(rng)) {
+    expect_matches_cpu(c, rng(), r, {}, &t);
+    if (!dspark_cuda_uses_mma(c)) expect_matches_cpu(with_bf16_w2(c), rng(), r, {}, &t);
+  }
+  expect_mostly_judged(t);
 }
 
 // Every weight type for W1, W2 and the confidence head (R and n_embd + R whole K-quant blocks),
-// both layouts, greedy and sampling with p_min, with a per-row scale and d2t half the time.
+// both layouts, greedy and sampling with p_min, with a per-row scale and d2t half the time: the
+// BF16, Q4_K and Q6_K W2 with both products.
 TEST(GpuDSpark, EveryWeightType) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
@@ -114,53 +213,58 @@ TEST(GpuDSpark, EveryWeightType) {
       r.temperature = from_anchor ? 0.0f : 0.8f;
       r.p_min = 0.4f;
       r.seed = rng();
-      expect_bitwise_cpu(c, rng(), r);
+      expect_matches_cpu(c, rng(), r);
     }
 }
 
 // 1 to 4 ranks over uneven ranges, both placements (sharded W1 without d2t): bitwise the same
-// as one rank and as the CPU backend, greedy and sampling.
+// as one rank, which matches the CPU backend, greedy and sampling; a Q8_0 W2 (the chains) and a
+// BF16 one (both products).
 TEST(GpuDSpark, ShardCountsAndPlacementsGiveBitwiseTheSameResult) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (float temperature : {0.0f, 1.1f}) {
-    DSparkCase c = sized(5003, 64, 40, 7, 4);
-    c.w1_t = DFSEL_TYPE_BF16;
-    c.w2_t = DFSEL_TYPE_Q8_0;
-    c.scale_rows = 2;
-    c.special = Special::kMixed;
-    const uint64_t data_seed = rng();
-    const DSparkData d = make_dspark_data(c, data_seed);
-    DSparkRunOpts one;
-    one.temperature = temperature;
-    one.p_min = 0.3f;
-    one.seed = rng();
-    SCOPED_TRACE(describe(c, data_seed, one));
-    const DSparkResult base = run_dspark_cuda(c, d, one);
-    ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
-    const DSparkResult cpu = cpu_result(c, d, one);
-    EXPECT_EQ(dspark_bitwise_diff(base, cpu), "") << "1 rank against the CPU";
-    for (int S = 2; S <= 4; ++S)
-      for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
-        for (bool per_rank : {false, true}) {
-          DSparkRunOpts r = one;
-          r.bounds = random_bounds(c.V, S, 1, rng);
-          r.placement = pl;
-          DSparkCudaOpts o;
-          o.stream_per_rank = per_rank;
-          SCOPED_TRACE(describe(c, data_seed, r) + " stream_per_rank=" + std::to_string(per_rank));
-          const DSparkResult x = run_dspark_cuda(c, d, r, o);
-          ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
-          EXPECT_EQ(dspark_bitwise_diff(x, base), "");
-        }
-  }
+  for (dfsel_type w2_t : {DFSEL_TYPE_Q8_0, DFSEL_TYPE_BF16})
+    for (float temperature : {0.0f, 1.1f}) {
+      DSparkCase c = sized(5003, 64, 40, 7, 4);
+      c.w1_t = DFSEL_TYPE_BF16;
+      c.w2_t = w2_t;
+      c.scale_rows = 2;
+      c.special = Special::kMixed;
+      const uint64_t data_seed = rng();
+      const DSparkData d = make_dspark_data(c, data_seed);
+      DSparkRunOpts one;
+      one.temperature = temperature;
+      one.p_min = 0.3f;
+      one.seed = rng();
+      SCOPED_TRACE(describe(c, data_seed, one));
+      for (bool mma : products(c)) {
+        const Product p(mma);
+        SCOPED_TRACE(p.str());
+        const DSparkResult base = run_dspark_cuda(c, d, one);
+        ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
+        expect_result_matches_cpu(c, d, one, base, mma);
+        for (int S = 2; S <= 4; ++S)
+          for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
+            for (bool per_rank : {false, true}) {
+              DSparkRunOpts r = one;
+              r.bounds = random_bounds(c.V, S, 1, rng);
+              r.placement = pl;
+              DSparkCudaOpts o;
+              o.stream_per_rank = per_rank;
+              SCOPED_TRACE(describe(c, data_seed, r) + " stream_per_rank=" + std::to_string(per_rank));
+              const DSparkResult x = run_dspark_cuda(c, d, r, o);
+              ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+              EXPECT_EQ(dspark_bitwise_diff(x, base), "");
+            }
+      }
+    }
 }
 
 // The sizes the chain runs at (tests/support/case_lists.h: V 163840, R 256, N 7), BF16 W1 and
-// W2, F32 logits: 1 and 8 blocks, greedy and sampling, one rank and two, and every shape
-// DSparkStep times that this grid lacks.
+// W2 (both products), F32 logits: 1 and 8 blocks, greedy and sampling, one rank and two, and
+// every shape DSparkStep times that this grid lacks.
 struct RealisticShape {
   int blocks, ranks;
   float temperature;
@@ -185,7 +289,7 @@ std::vector<RealisticShape> realistic_shapes() {
 }
 
 class GpuDSparkRealisticSize : public testing::TestWithParam<RealisticShape> {};
-TEST_P(GpuDSparkRealisticSize, BitwiseTheCpu) {
+TEST_P(GpuDSparkRealisticSize, MatchesTheCpu) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -200,7 +304,7 @@ TEST_P(GpuDSparkRealisticSize, BitwiseTheCpu) {
   r.temperature = s.temperature;
   r.seed = rng();
   SCOPED_TRACE(describe(c, data_seed, r));
-  expect_bitwise_cpu(c, d, r);
+  expect_matches_cpu(c, d, r);
 }
 // Temperature in tenths: T8 is 0.8, T0 greedy.
 INSTANTIATE_TEST_SUITE_P(, GpuDSparkRealisticSize, testing::ValuesIn(realistic_shapes()),
@@ -211,8 +315,9 @@ INSTANTIATE_TEST_SUITE_P(, GpuDSparkRealisticSize, testing::ValuesIn(realistic_s
                          });
 
 // One chain captured in a CUDA graph on the plans' stream and replayed after new logits,
-// hidden rows and anchors are written into the same device buffers: each replay is bitwise
-// the CPU backend's result for its inputs (the run allocates and synchronises nothing).
+// hidden rows and anchors are written into the same device buffers: each replay is bitwise a
+// plain run of its inputs and matches the CPU backend's result for them (the run allocates and
+// synchronises nothing), with each product (a Q6_K W2, BF16 on the device).
 TEST(GpuDSpark, GraphCaptureReplaysNewInputs) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
@@ -238,70 +343,132 @@ TEST(GpuDSpark, GraphCaptureReplaysNewInputs) {
     const uint64_t data_seed = rng();
     DSparkData d = make_dspark_data(c, data_seed);
     SCOPED_TRACE(describe(c, data_seed, r));
-    DSparkCudaSession session(c, d, r);  // one stream for every rank
-    ASSERT_TRUE(session.ok()) << session.error;
-    cudaStream_t st = session.streams[0];
-    cudaGraph_t graph = nullptr;
-    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    const dfsel_status enq = session.enqueue();
-    CUDA_OK(cudaStreamEndCapture(st, &graph));
-    ASSERT_EQ(enq, DFSEL_SUCCESS) << session.error;
-    cudaGraphExec_t exec = nullptr;
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int replay = 0; replay < 4; ++replay) {
-      SCOPED_TRACE("replay " + std::to_string(replay));
-      DSparkData next = make_dspark_data(c, rng());  // new inputs; the uploaded weights stay
-      next.w1 = d.w1;
-      next.w2 = d.w2;
-      next.conf_w = d.conf_w;
-      next.scale = d.scale;
-      next.d2t = d.d2t;
-      session.upload_inputs(next);
-      session.poison_outputs();
+    for (bool mma : products(c)) {
+      const Product p(mma);
+      SCOPED_TRACE(p.str());
+      DSparkCudaSession session(c, d, r);  // one stream for every rank
       ASSERT_TRUE(session.ok()) << session.error;
-      CUDA_OK(cudaGraphLaunch(exec, st));
-      ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
-      const DSparkResult gpu = session.download();
-      ASSERT_EQ(gpu.status, DFSEL_SUCCESS) << gpu.error;
-      const DSparkResult cpu = cpu_result(c, next, r);
-      EXPECT_EQ(dspark_bitwise_diff(gpu, cpu), "");
+      cudaStream_t st = session.streams[0];
+      cudaGraph_t graph = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      const dfsel_status enq = session.enqueue();
+      CUDA_OK(cudaStreamEndCapture(st, &graph));
+      ASSERT_EQ(enq, DFSEL_SUCCESS) << session.error;
+      cudaGraphExec_t exec = nullptr;
+      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int replay = 0; replay < 4; ++replay) {
+        SCOPED_TRACE("replay " + std::to_string(replay));
+        DSparkData next = make_dspark_data(c, rng());  // new inputs; the uploaded weights stay
+        next.w1 = d.w1;
+        next.w2 = d.w2;
+        next.w2_f = d.w2_f;
+        next.w1_f = d.w1_f;
+        next.conf_w = d.conf_w;
+        next.conf_f = d.conf_f;
+        next.scale = d.scale;
+        next.d2t = d.d2t;
+        session.upload_inputs(next);
+        session.poison_outputs();
+        ASSERT_TRUE(session.ok()) << session.error;
+        CUDA_OK(cudaGraphLaunch(exec, st));
+        ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
+        const DSparkResult gpu = session.download();
+        ASSERT_EQ(gpu.status, DFSEL_SUCCESS) << gpu.error;
+        EXPECT_EQ(dspark_bitwise_diff(gpu, run_dspark_cuda(c, next, r)), "") << "against a plain run";
+        expect_result_matches_cpu(c, next, r, gpu, mma);
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
   }
 }
 
 // The same plans run twice on the same inputs give the same bits (nothing left over from the
-// first run in the workspace changes the second).
+// first run in the workspace changes the second), with an F16 W2 and a BF16 one (both products).
 TEST(GpuDSpark, SecondRunBitwiseTheFirst) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (float temperature : {0.0f, 0.6f}) {
-    DSparkCase c = sized(9000, 96, 32, 7, 5);
-    c.w2_t = DFSEL_TYPE_F16;
-    DSparkRunOpts r;
-    r.bounds = random_bounds(c.V, 2, 1, rng);
-    r.placement = DFSEL_CODEBOOKS_SHARDED;
-    r.temperature = temperature;
-    r.p_min = 0.2f;
-    r.seed = rng();
-    const uint64_t data_seed = rng();
-    const DSparkData d = make_dspark_data(c, data_seed);
-    SCOPED_TRACE(describe(c, data_seed, r));
-    DSparkCudaSession session(c, d, r);
-    DSparkResult runs[2];
-    for (DSparkResult& x : runs) {
-      session.poison_outputs();
-      session.enqueue();
-      session.wait();
-      x = session.download();
-      ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+  for (dfsel_type w2_t : {DFSEL_TYPE_F16, DFSEL_TYPE_BF16})
+    for (float temperature : {0.0f, 0.6f}) {
+      DSparkCase c = sized(9000, 96, 32, 7, 5);
+      c.w2_t = w2_t;
+      DSparkRunOpts r;
+      r.bounds = random_bounds(c.V, 2, 1, rng);
+      r.placement = DFSEL_CODEBOOKS_SHARDED;
+      r.temperature = temperature;
+      r.p_min = 0.2f;
+      r.seed = rng();
+      const uint64_t data_seed = rng();
+      const DSparkData d = make_dspark_data(c, data_seed);
+      SCOPED_TRACE(describe(c, data_seed, r));
+      for (bool mma : products(c)) {
+        const Product p(mma);
+        SCOPED_TRACE(p.str());
+        DSparkCudaSession session(c, d, r);
+        DSparkResult runs[2];
+        for (DSparkResult& x : runs) {
+          session.poison_outputs();
+          session.enqueue();
+          session.wait();
+          x = session.download();
+          ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+        }
+        EXPECT_EQ(dspark_bitwise_diff(runs[1], runs[0]), "");
+        expect_result_matches_cpu(c, d, r, runs[0], mma);
+      }
     }
-    EXPECT_EQ(dspark_bitwise_diff(runs[1], runs[0]), "");
-    EXPECT_EQ(dspark_bitwise_diff(runs[0], cpu_result(c, d, r)), "");
-  }
+}
+
+// A block's outputs do not depend on which other blocks share its run (the blocks are columns
+// of the tensor-core product): one plan of 12 blocks run with all 12, then with the first 1, 3
+// and 8 of them alone (the same anchors; logits and hidden rows a prefix of the 12 blocks'), and
+// plans made for 1, 3 and 8 blocks, give those blocks the same bits. A BF16 W2 (both products),
+// a confidence head with p_min, greedy and sampling, one rank and two.
+TEST(GpuDSpark, BatchingChangesNoBit) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (float temperature : {0.0f, 0.8f})
+    for (int S : {1, 2}) {
+      DSparkCase c = sized(5003, 64, 32, 5, 12);
+      c.w1_t = c.w2_t = DFSEL_TYPE_BF16;
+      DSparkRunOpts r;
+      if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
+      r.temperature = temperature;
+      r.p_min = 0.3f;
+      r.seed = rng();
+      const uint64_t data_seed = rng();
+      const DSparkData d = make_dspark_data(c, data_seed);
+      SCOPED_TRACE(describe(c, data_seed, r));
+      for (bool mma : products(c)) {
+        const Product p(mma);
+        SCOPED_TRACE(p.str());
+        DSparkCudaSession session(c, d, r);
+        ASSERT_TRUE(session.ok()) << session.error;
+        session.poison_outputs();
+        session.enqueue();
+        ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
+        const DSparkResult all = session.download();
+        ASSERT_EQ(all.status, DFSEL_SUCCESS) << all.error;
+        expect_result_matches_cpu(c, d, r, all, mma);
+        for (int n : {1, 3, 8}) {
+          SCOPED_TRACE("the first " + std::to_string(n) + " blocks");
+          const DSparkResult want = first_blocks(all, n, c.N);
+          session.poison_outputs();
+          ASSERT_EQ(session.enqueue(n), DFSEL_SUCCESS) << session.error;
+          ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
+          EXPECT_EQ(dspark_bitwise_diff(first_blocks(session.download(), n, c.N), want), "") << "the plan of 12 blocks";
+          DSparkCase cn = c;
+          cn.blocks = n;
+          const DSparkResult x = run_dspark_cuda(cn, first_blocks(c, d, n), r);
+          ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+          EXPECT_EQ(dspark_bitwise_diff(x, want), "") << "a plan of " << n << " blocks";
+        }
+      }
+    }
 }
 
 // An anchor outside [0, n_target_vocab) is found on the device: dfsel_dspark_plan_wait reports
@@ -326,6 +493,7 @@ TEST(GpuDSpark, OutOfRangeAnchorIsReportedByWait) {
       const int32_t value = negative ? -1 : (int32_t)c.V_target;
       d.anchors[1] = value;
       SCOPED_TRACE(describe(c, data_seed, r) + " anchors[1]=" + std::to_string(value));
+      const Product chains(false);  // an F32 W2
       DSparkCudaSession session(c, d, r);
       ASSERT_TRUE(session.ok()) << session.error;
       session.poison_outputs();
@@ -345,7 +513,7 @@ TEST(GpuDSpark, OutOfRangeAnchorIsReportedByWait) {
       ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
       const DSparkResult y = session.download();
       ASSERT_EQ(y.status, DFSEL_SUCCESS) << y.error;
-      EXPECT_EQ(dspark_bitwise_diff(y, cpu_result(c, d, r)), "");
+      expect_result_matches_cpu(c, d, r, y, false);
     }
 }
 
@@ -364,6 +532,7 @@ TEST(GpuDSpark, D2tChangedAfterCreationIsReportedByWait) {
     DSparkRunOpts r;
     if (S > 1) r.bounds = {0, 200, c.V};
     DSparkData d = make_dspark_data(c, 77);
+    const Product chains(false);  // an F32 W2
     DSparkCudaSession session(c, d, r);
     ASSERT_TRUE(session.ok()) << session.error;
     session.enqueue();
@@ -385,23 +554,27 @@ TEST(GpuDSpark, D2tChangedAfterCreationIsReportedByWait) {
     session.upload_inputs(d);
     session.enqueue();
     ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
-    EXPECT_EQ(dspark_bitwise_diff(session.download(), cpu_result(c, d, r)), "");
+    expect_result_matches_cpu(c, d, r, session.download(), false);
   }
 }
 
-// Sampling at temperatures where l / T overflows float, and at logits near 1e37: the key of
-// kernels/common/dspark_math.cuh keeps the device bitwise the CPU backend (the greedy limit).
-TEST(GpuDSpark, ExtremeTemperaturesBitwiseTheCpu) {
+// Sampling at temperatures where l / T overflows float: the key of
+// kernels/common/dspark_math.cuh keeps the device bitwise the CPU backend with the chains (the
+// greedy limit), and the tensor-core product within the oracle's tolerance (log_norm +-inf
+// where m / T lies beyond float's range); an F32 W2 and a BF16 one.
+TEST(GpuDSpark, ExtremeTemperaturesMatchTheCpu) {
   DFSEL_REQUIRE_GPUS(1);
-  for (float t : {1e-38f, 1.4e-45f, 3e38f}) {
-    DSparkCase c = sized(700, 32, 16, 4, 3);
-    DSparkRunOpts r;
-    r.temperature = t;
-    r.seed = 3;
-    expect_bitwise_cpu(c, 88, r);
-    r.bounds = {0, 300, c.V};
-    expect_bitwise_cpu(c, 89, r);
-  }
+  for (dfsel_type w2_t : {DFSEL_TYPE_F32, DFSEL_TYPE_BF16})
+    for (float t : {1e-38f, 1.4e-45f, 3e38f}) {
+      DSparkCase c = sized(700, 32, 16, 4, 3);
+      c.w2_t = w2_t;
+      DSparkRunOpts r;
+      r.temperature = t;
+      r.seed = 3;
+      expect_matches_cpu(c, 88, r);
+      r.bounds = {0, 300, c.V};
+      expect_matches_cpu(c, 89, r);
+    }
 }
 
 // d2t lives on the device for a CUDA plan: an id outside the target vocabulary is still refused
@@ -424,9 +597,9 @@ TEST(GpuDSpark, OutOfRangeD2tIsRefusedAtCreation) {
   EXPECT_NE(cpu.error.find("d2t[17] = 800"), std::string::npos) << cpu.error;
 }
 
-// DFSEL_DSPARK_TILE, the pass's tile to measure: a malformed value and one too large for the
-// device's shared memory are refused at plan creation with the value named; a valid one gives
-// the same bits as the default tile.
+// DFSEL_DSPARK_TILE, the chain pass's tile to measure: a malformed value and one too large for
+// the device's shared memory are refused at plan creation with the value named (with the
+// chains); a valid one gives the same bits as the default tile with each product.
 TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
@@ -440,8 +613,6 @@ TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
   const uint64_t data_seed = rng();
   const DSparkData d = make_dspark_data(c, data_seed);
   SCOPED_TRACE(describe(c, data_seed, r));
-  const DSparkResult base = run_dspark_cuda(c, d, r);
-  ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
   struct Case {
     const char* value;
     dfsel_status status;
@@ -452,41 +623,123 @@ TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
                {"4294967360x2", DFSEL_INVALID_ARGUMENT, "ROWSxSTAGES"},  // 64 once wrapped to an int
                {"192x3", DFSEL_UNSUPPORTED, "DFSEL_DSPARK_TILE = 192x3 does not fit"},
                {"32x3", DFSEL_SUCCESS, ""}};
-  for (const Case& t : cases) {
-    SCOPED_TRACE(std::string("DFSEL_DSPARK_TILE=") + t.value);
-    const ScopedEnv env("DFSEL_DSPARK_TILE", t.value);
-    const DSparkResult x = run_dspark_cuda(c, d, r);
-    EXPECT_EQ(x.status, t.status) << x.error;
-    if (t.status != DFSEL_SUCCESS) EXPECT_NE(x.error.find(t.needle), std::string::npos) << x.error;
-    else EXPECT_EQ(dspark_bitwise_diff(x, base), "");
+  for (bool mma : products(c)) {
+    const Product p(mma);
+    SCOPED_TRACE(p.str());
+    const DSparkResult base = run_dspark_cuda(c, d, r);
+    ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
+    for (const Case& t : cases) {
+      if (mma && t.status != DFSEL_SUCCESS) continue;  // refusals of the chain pass's tiles
+      SCOPED_TRACE(std::string("DFSEL_DSPARK_TILE=") + t.value);
+      const ScopedEnv env("DFSEL_DSPARK_TILE", t.value);
+      const DSparkResult x = run_dspark_cuda(c, d, r);
+      EXPECT_EQ(x.status, t.status) << x.error;
+      if (t.status != DFSEL_SUCCESS) EXPECT_NE(x.error.find(t.needle), std::string::npos) << x.error;
+      else EXPECT_EQ(dspark_bitwise_diff(x, base), "");
+    }
+  }
+}
+
+// DFSEL_DSPARK_PRODUCT, read at CUDA plan creation: a value other than "", auto, chains or mma
+// is refused, naming the variable and the value, whatever W2 is (a CPU plan does not read it);
+// mma is refused where the tensor cores cannot take W2 (F32, F16 or Q8_0, or R not a multiple of
+// 16), which auto and "" run with the chains, bitwise the CPU backend; where they can, mma, auto
+// and "" give the same bits.
+TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const struct {
+    dfsel_type w2_t;
+    int R;
+    bool mma;
+  } cases[] = {{DFSEL_TYPE_BF16, 64, true},  {DFSEL_TYPE_Q4_K, 256, true},   {DFSEL_TYPE_F32, 64, false},
+               {DFSEL_TYPE_F16, 64, false},  {DFSEL_TYPE_Q8_0, 64, false},   {DFSEL_TYPE_BF16, 40, false}};
+  for (const auto& k : cases) {
+    DSparkCase c = sized(3000, k.R, 16, 4, 3);
+    c.w2_t = k.w2_t;
+    DSparkRunOpts r;
+    r.bounds = random_bounds(c.V, 2, 1, rng);
+    r.temperature = 0.7f;
+    r.p_min = 0.3f;
+    r.seed = rng();
+    const uint64_t data_seed = rng();
+    const DSparkData d = make_dspark_data(c, data_seed);
+    SCOPED_TRACE(describe(c, data_seed, r));
+    for (const char* bad : {"tensor", "chains2", "mma "}) {
+      SCOPED_TRACE(std::string("DFSEL_DSPARK_PRODUCT=") + bad);
+      const ScopedEnv env("DFSEL_DSPARK_PRODUCT", bad);
+      const DSparkResult x = run_dspark_cuda(c, d, r);
+      EXPECT_EQ(x.status, DFSEL_INVALID_ARGUMENT) << x.error;
+      EXPECT_NE(x.error.find("DFSEL_DSPARK_PRODUCT"), std::string::npos) << x.error;
+      EXPECT_NE(x.error.find(bad), std::string::npos) << x.error;
+      const DSparkResult cpu = run_dspark(c, d, r);
+      EXPECT_EQ(cpu.status, DFSEL_SUCCESS) << "a CPU plan: " << cpu.error;
+    }
+    DSparkResult mma;
+    {
+      const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma");
+      mma = run_dspark_cuda(c, d, r);
+    }
+    if (!k.mma) {
+      EXPECT_EQ(mma.status, DFSEL_UNSUPPORTED) << "DFSEL_DSPARK_PRODUCT=mma: " << mma.error;
+      EXPECT_NE(mma.error, "");
+    } else {
+      ASSERT_EQ(mma.status, DFSEL_SUCCESS) << "DFSEL_DSPARK_PRODUCT=mma: " << mma.error;
+      EXPECT_EQ(compare_dspark_with_oracle(c, d, r, mma, kMmaTol), "") << "DFSEL_DSPARK_PRODUCT=mma against the oracle";
+    }
+    for (const char* same : {"auto", ""}) {
+      SCOPED_TRACE(std::string("DFSEL_DSPARK_PRODUCT=\"") + same + "\"");
+      const ScopedEnv env("DFSEL_DSPARK_PRODUCT", same);
+      EXPECT_EQ(dspark_cuda_uses_mma(c), k.mma) << "the tests' rule";
+      const DSparkResult x = run_dspark_cuda(c, d, r);
+      ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+      if (k.mma) EXPECT_EQ(dspark_bitwise_diff(x, mma), "") << "against DFSEL_DSPARK_PRODUCT=mma";
+      else EXPECT_EQ(dspark_bitwise_diff(x, cpu_result(c, d, r)), "") << "against the CPU backend";
+    }
   }
 }
 
 // A caller-owned workspace (dfsel_dspark_workspace_size bytes of a CUDA description, 256-byte
-// aligned, poisoned first, each rank its own part of one buffer) gives the same results.
+// aligned, poisoned first, each rank its own part of one buffer) gives the bits of the plan's
+// own workspace, which match the CPU backend; an F32 W2 and a BF16 one (both products).
 TEST(GpuDSpark, CallerWorkspace) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int S : {1, 3}) {
-    DSparkCase c = sized(12000, 64, 24, 5, 4);
-    c.w1_t = DFSEL_TYPE_F16;
-    DSparkRunOpts r;
-    if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
-    r.placement = S > 1 ? DFSEL_CODEBOOKS_SHARDED : DFSEL_CODEBOOKS_REPLICATED;
-    r.temperature = 0.7f;
-    r.p_min = 0.3f;
-    r.seed = rng();
-    DSparkCudaOpts o;
-    o.caller_workspace = true;
-    o.workspace_offset = 256;  // not the allocation's own start
-    expect_bitwise_cpu(c, rng(), r, o);
-  }
+  for (dfsel_type w2_t : {DFSEL_TYPE_F32, DFSEL_TYPE_BF16})
+    for (int S : {1, 3}) {
+      DSparkCase c = sized(12000, 64, 24, 5, 4);
+      c.w1_t = DFSEL_TYPE_F16;
+      c.w2_t = w2_t;
+      DSparkRunOpts r;
+      if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
+      r.placement = S > 1 ? DFSEL_CODEBOOKS_SHARDED : DFSEL_CODEBOOKS_REPLICATED;
+      r.temperature = 0.7f;
+      r.p_min = 0.3f;
+      r.seed = rng();
+      const uint64_t data_seed = rng();
+      const DSparkData d = make_dspark_data(c, data_seed);
+      SCOPED_TRACE(describe(c, data_seed, r));
+      DSparkCudaOpts o;
+      o.caller_workspace = true;
+      o.workspace_offset = 256;  // not the allocation's own start
+      for (bool mma : products(c)) {
+        const Product p(mma);
+        SCOPED_TRACE(p.str());
+        const DSparkResult own = run_dspark_cuda(c, d, r), caller = run_dspark_cuda(c, d, r, o);
+        ASSERT_EQ(own.status, DFSEL_SUCCESS) << own.error;
+        ASSERT_EQ(caller.status, DFSEL_SUCCESS) << caller.error;
+        EXPECT_EQ(dspark_bitwise_diff(caller, own), "");
+        expect_result_matches_cpu(c, d, r, caller, mma);
+      }
+    }
 }
 
 // Two unrelated plans enqueued one after the other on one stream, then waited for: each gives
-// its own problem's result.
+// its own problem's result (a's F32 W2 with the chains; b's BF16 one with each product).
 TEST(GpuDSpark, TwoPlansOnOneStream) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
@@ -514,7 +767,9 @@ TEST(GpuDSpark, TwoPlansOnOneStream) {
   SCOPED_TRACE("a: " + describe(a, sa, ra) + "; b: " + describe(b, sb, rb));
   DSparkCudaOpts o;
   o.stream = st;
-  {
+  for (bool mma : products(b)) {
+    const Product p(mma);
+    SCOPED_TRACE(p.str());
     DSparkCudaSession x(a, da, ra, o), y(b, db, rb, o);
     ASSERT_TRUE(x.ok()) << x.error;
     ASSERT_TRUE(y.ok()) << y.error;
@@ -525,14 +780,18 @@ TEST(GpuDSpark, TwoPlansOnOneStream) {
     ASSERT_EQ(x.wait(), DFSEL_SUCCESS) << x.error;
     ASSERT_EQ(y.wait(), DFSEL_SUCCESS) << y.error;
     EXPECT_EQ(dspark_bitwise_diff(x.download(), cpu_result(a, da, ra)), "") << "plan a";
-    EXPECT_EQ(dspark_bitwise_diff(y.download(), cpu_result(b, db, rb)), "") << "plan b";
+    {
+      SCOPED_TRACE("plan b");
+      expect_result_matches_cpu(b, db, rb, y.download(), mma);
+    }
   }
   cudaStreamDestroy(st);
 }
 
 // Small and quick, for compute-sanitizer's four tools (scripts/gpu-check.sh): one and
 // three ranks, both placements, both layouts, d2t, a K-quant W2, a confidence head with p_min,
-// greedy and sampling, and one bad anchor found on the device.
+// greedy and sampling, both products (a BF16 W2 of R 20 takes the chains alone), and one bad
+// anchor found on the device.
 TEST(GpuDSpark, SmallShapesForSanitizers) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
@@ -542,7 +801,7 @@ TEST(GpuDSpark, SmallShapesForSanitizers) {
     for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
       DSparkCase c;
       c.V = 517;
-      c.R = S == 1 ? 256 : 20;
+      c.R = S == 1 ? 256 : pl == DFSEL_CODEBOOKS_REPLICATED ? 20 : 32;
       c.E = 12;
       c.N = 3;
       c.blocks = 2;
@@ -559,7 +818,7 @@ TEST(GpuDSpark, SmallShapesForSanitizers) {
       r.temperature = pl == DFSEL_CODEBOOKS_SHARDED ? 0.9f : 0.0f;
       r.p_min = 0.3f;
       r.seed = rng();
-      expect_bitwise_cpu(c, rng(), r);
+      expect_matches_cpu(c, rng(), r);
     }
   DSparkCase c;
   c.V = 300;

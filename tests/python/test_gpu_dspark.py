@@ -1,8 +1,14 @@
-"""dfsel.DSparkPlan on the CUDA backend from torch: every output bitwise the CPU backend's for
-the same problem (1 to 3 ranks through dfsel.dspark_run_group, both layouts, d2t, scale, a
-confidence head with p_min, greedy and sampling), a run captured in torch.cuda.graph and
-replayed with new inputs, and a bad anchor reported by plan.check(). Skips without torch or a
-GPU. The argument checks of a plan's placement (host or CUDA) run everywhere."""
+"""dfsel.DSparkPlan on the CUDA backend from torch against the CPU backend for the same problem
+(1 to 3 ranks through dfsel.dspark_run_group, both layouts, d2t, scale, a confidence head with
+p_min, greedy and sampling), a run captured in torch.cuda.graph and replayed with new inputs
+(bitwise a plain run), and a bad anchor reported by plan.check(). A CUDA plan computes
+W2[v] . e in eight chains, or on tensor cores where W2 is BF16 and R a multiple of 16
+(DFSEL_DSPARK_PRODUCT): with DFSEL_DSPARK_PRODUCT=chains every output is bitwise the CPU
+backend's; with the tensor-core product (the default there) the tokens are the CPU backend's but
+past a near-tie and the scores within tolerance (close_to_cpu), every rank bitwise the same.
+Skips without torch or a GPU. The argument checks of a plan's placement (host or CUDA) run
+everywhere."""
+import contextlib
 import os
 
 import numpy as np
@@ -10,8 +16,9 @@ import pytest
 
 import dfsel
 from dfsel import Status
+from dspark_reference import gumbel
 from gpu_support import captured, torch_or_skip
-from problems import split, to_bf16_bits
+from problems import from_bf16_bits, split, to_bf16_bits
 
 FIELDS = ("tokens", "n_emitted", "draft_ids", "logits", "probs", "log_norm", "confidence")
 
@@ -49,6 +56,22 @@ class Problem:
         self.logits = rng.standard_normal((self.rows, self.V)).astype(np.float32)
         self.hidden = rng.standard_normal((self.rows, max(self.E, 1))).astype(np.float32) if self.E else None
         self.anchors = rng.integers(0, self.VT, self.blocks).astype(np.int32)
+
+    def values(self, a):
+        """The float64 values of stored weights a."""
+        return (from_bf16_bits(a) if self.wkind == "bf16" else a).astype(np.float64)
+
+    def near_tie(self, b, k, prev, temperature, seed, tol):
+        """Whether step k of block b, after token prev, has its two best keys (l, or l / T plus
+        the Gumbel noise when sampling) within tol of each other in double precision."""
+        row = b * (self.N if self.from_anchor else self.N + 1) + (k - 1 if self.from_anchor else k)
+        bias = self.values(self.w2) @ self.values(self.w1)[prev]
+        if self.scale is not None:
+            bias = bias * self.scale.astype(np.float64)
+        l = self.logits[row].astype(np.float64) + bias
+        key = l / temperature + gumbel(seed, b, k, np.arange(self.V)) if temperature > 0 else l
+        second, best = np.sort(key)[-2:]
+        return best - second <= tol * (1 + abs(best))
 
     def weight(self, a, on):
         """a as the plan is given it: NumPy (on = None) or a CUDA torch tensor, BF16 bits typed."""
@@ -88,6 +111,60 @@ def same_bits(gpu, cpu, what):
             assert a.shape == b.shape and a.tobytes() == b.tobytes(), "%s: %s differs" % (what, f)
 
 
+def close_to_cpu(p, gpu, cpu, temperature, p_min, seed, what, tol=1e-4):
+    """The tensor-core product, whose sums round otherwise than the CPU backend's: in each block
+    the tokens are the CPU backend's up to the first that differs, where the step must be a
+    near-tie (Problem.near_tie; or, for a stop, a confidence within tol of p_min) and the rest of
+    the block is not compared; the scores of the steps compared lie within tol of the CPU's
+    (relative to 1 + their size). At least 90% of the steps the CPU run reached must be compared,
+    so that near-ties cannot leave the check empty. Returns the steps compared."""
+    g = {f: host(getattr(gpu, f)) for f in FIELDS}
+    c = {f: host(getattr(cpu, f)) for f in FIELDS}
+    compared = reached = 0
+    for b in range(p.blocks):
+        reached += min(p.N, int(c["n_emitted"][b]) + 1)
+        prev = int(p.anchors[b])
+        for k in range(1, p.N + 1):
+            at = (b, k - 1)
+            if c["confidence"] is not None:
+                assert abs(g["confidence"][at] - c["confidence"][at]) <= tol, "%s: confidence %s" % (what, at)
+            if g["tokens"][at] != c["tokens"][at]:
+                if -1 in (g["tokens"][at], c["tokens"][at]):
+                    near = c["confidence"] is not None and abs(c["confidence"][at] - p_min) <= tol
+                    assert near, "%s: a stop at %s on one backend only" % (what, at)
+                else:
+                    assert p.near_tie(b, k, prev, temperature, seed, tol), "%s: token at %s, no near-tie" % (what, at)
+                break
+            compared += 1
+            if c["tokens"][at] == -1:
+                break
+            assert g["draft_ids"][at] == c["draft_ids"][at], "%s: draft id at %s" % (what, at)
+            for f in ("logits", "probs", "log_norm"):
+                x, want = float(g[f][at]), float(c[f][at])
+                assert abs(x - want) <= tol * (1 + abs(want)), "%s: %s at %s: %r, CPU %r" % (what, f, at, x, want)
+            prev = int(c["tokens"][at])
+        else:
+            assert g["n_emitted"][b] == c["n_emitted"][b], "%s: n_emitted[%d]" % (what, b)
+    assert compared >= 0.9 * reached, "%s: %d of %d steps compared" % (what, compared, reached)
+    return compared
+
+
+def products(p):
+    """The products a CUDA plan of p is checked with: "chains" always, and "default" when that is
+    the tensor-core product (BF16 W2, R a multiple of 16, DFSEL_DSPARK_PRODUCT not chains)."""
+    mma = os.environ.get("DFSEL_DSPARK_PRODUCT") != "chains" and p.wkind == "bf16" and p.R % 16 == 0
+    return ("chains", "default") if mma else ("chains",)
+
+
+@contextlib.contextmanager
+def product(monkeypatch, which):
+    """For the plans made in the block: DFSEL_DSPARK_PRODUCT=chains, or the environment as it is."""
+    with monkeypatch.context() as m:
+        if which == "chains":
+            m.setenv("DFSEL_DSPARK_PRODUCT", "chains")
+        yield
+
+
 @pytest.fixture(scope="module")
 def torch():
     return torch_or_skip()
@@ -103,49 +180,77 @@ CASES = [  # ranks, problem arguments, temperature, p_min
 
 
 @pytest.mark.parametrize("S,kw,temperature,p_min", CASES)
-def test_cuda_plans_bitwise_the_cpu(torch, S, kw, temperature, p_min):
+def test_cuda_plans_match_the_cpu(torch, monkeypatch, S, kw, temperature, p_min):
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     p = Problem(seed, **kw)
     ranges = split(rng, p.V, S, 1)
-    what = "seed=%d ranges=%s" % (seed, ranges)
     logits, anchors, hidden = p.inputs(ranges)
     cpu = dfsel.dspark_run_group(p.plans(ranges), logits, anchors, hidden=hidden, temperature=temperature, p_min=p_min,
                                  seed=7)
-    plans = p.plans(ranges, torch)
-    assert all(x.backend == "cuda" and x.device == 0 for x in plans), what
-    logits, anchors, hidden = p.inputs(ranges, torch)
-    gpu = dfsel.dspark_run_group(plans, logits, anchors, hidden=hidden, temperature=temperature, p_min=p_min, seed=7)
-    for x in plans:
-        x.check()
-    assert isinstance(gpu[0].tokens, torch.Tensor) and gpu[0].tokens.is_cuda, what
-    for r in range(S):
-        same_bits(gpu[r], cpu[0], what + " rank %d" % r)
+    for which in products(p):
+        what = "seed=%d ranges=%s product=%s" % (seed, ranges, which)
+        with product(monkeypatch, which):
+            plans = p.plans(ranges, torch)
+        assert all(x.backend == "cuda" and x.device == 0 for x in plans), what
+        logits, anchors, hidden = p.inputs(ranges, torch)
+        gpu = dfsel.dspark_run_group(plans, logits, anchors, hidden=hidden, temperature=temperature, p_min=p_min,
+                                     seed=7)
+        for x in plans:
+            x.check()
+        assert isinstance(gpu[0].tokens, torch.Tensor) and gpu[0].tokens.is_cuda, what
+        for r in range(S):
+            same_bits(gpu[r], gpu[0] if which == "default" else cpu[0], what + " rank %d" % r)
+        if which == "default":
+            close_to_cpu(p, gpu[0], cpu[0], temperature, p_min, 7, what)
 
 
-def test_graph_capture_replays_new_inputs(torch):
+def test_graph_capture_replays_new_inputs(torch, monkeypatch):
     seed = fresh_seed()
     p = Problem(seed, V=8000, R=128, N=6, blocks=2, E=32, wkind="bf16")
     whole = [(0, p.V)]
     cpu_plan, = p.plans(whole)
-    plan, = p.plans(whole, torch)
-    logits, anchors, hidden = (x[0] for x in p.inputs(whole, torch))
-    out = plan.outputs()
-    graph, _ = captured(torch, lambda: plan.run(logits, anchors, hidden=hidden, p_min=0.3, out=out))
-    for k in range(3):
-        p.new_inputs(seed + 1 + k)
-        l2, a2, h2 = (x[0] for x in p.inputs(whole, torch))
-        logits.copy_(l2)
-        anchors.copy_(a2)
-        hidden.copy_(h2)
-        for f in FIELDS:
-            if getattr(out, f) is not None:
-                getattr(out, f).view(torch.int32).fill_(-1)  # poison: -1 ids, NaN floats
-        graph.replay()
-        plan.check()
-        torch.cuda.synchronize()
-        want = cpu_plan.run(p.logits, p.anchors, hidden=p.hidden, p_min=0.3)
-        same_bits(out, want, "seed=%d replay %d" % (seed, k))
+    for n, which in enumerate(products(p)):
+        with product(monkeypatch, which):
+            plan, = p.plans(whole, torch)
+        logits, anchors, hidden = (x[0] for x in p.inputs(whole, torch))
+        out = plan.outputs()
+        graph, _ = captured(torch, lambda: plan.run(logits, anchors, hidden=hidden, p_min=0.3, out=out))
+        for k in range(3):
+            what = "seed=%d product=%s replay %d" % (seed, which, k)
+            p.new_inputs(seed + 1 + 3 * n + k)
+            l2, a2, h2 = (x[0] for x in p.inputs(whole, torch))
+            logits.copy_(l2)
+            anchors.copy_(a2)
+            hidden.copy_(h2)
+            for f in FIELDS:
+                if getattr(out, f) is not None:
+                    getattr(out, f).view(torch.int32).fill_(-1)  # poison: -1 ids, NaN floats
+            graph.replay()
+            plan.check()
+            torch.cuda.synchronize()
+            same_bits(out, plan.run(l2, a2, hidden=h2, p_min=0.3), what + ": against a plain run")
+            plan.check()
+            want = cpu_plan.run(p.logits, p.anchors, hidden=p.hidden, p_min=0.3)
+            if which == "chains":
+                same_bits(out, want, what)
+            else:
+                close_to_cpu(p, out, want, 0.0, 0.3, 0, what)
+        del graph  # before its plan goes
+
+
+def test_product_switch_is_checked_at_creation(torch, monkeypatch):
+    """DFSEL_DSPARK_PRODUCT is read when a CUDA plan is made: a bad value is refused naming it, and
+    mma is refused on an F32 W2, which the tensor cores do not take."""
+    p = Problem(1, V=500, R=64, N=3, blocks=2)
+    monkeypatch.setenv("DFSEL_DSPARK_PRODUCT", "tensor")
+    with pytest.raises(dfsel.Error) as e:
+        p.plans([(0, p.V)], torch)
+    assert e.value.status == Status.INVALID_ARGUMENT and "DFSEL_DSPARK_PRODUCT" in e.value.message, e.value.message
+    monkeypatch.setenv("DFSEL_DSPARK_PRODUCT", "mma")  # an F32 W2: the chains only
+    with pytest.raises(dfsel.Error) as e:
+        p.plans([(0, p.V)], torch)
+    assert e.value.status == Status.UNSUPPORTED, e.value.message
 
 
 def test_bad_anchor_is_reported_by_check(torch):

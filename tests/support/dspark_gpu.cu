@@ -1,6 +1,7 @@
 #include "dspark_gpu.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace dfsel::test {
@@ -222,11 +223,19 @@ void DSparkCudaSession::poison_outputs() {
   }
 }
 
-dfsel_status DSparkCudaSession::enqueue() {
+dfsel_status DSparkCudaSession::enqueue(int n_blocks) {
   if (!ok()) return status;
   Impl& m = *impl_;
+  std::vector<dfsel_dspark_inputs> in = m.in;
+  if (n_blocks > 0)
+    for (dfsel_dspark_inputs& x : in) {
+      const int64_t rows = (int64_t)n_blocks * m.c.rows();
+      x.n_blocks = n_blocks;
+      x.logits = make_matrix(x.logits.data, x.logits.type, x.logits.ne[0], rows, x.logits.nb[1]);
+      if (x.hidden.data) x.hidden = make_matrix(x.hidden.data, x.hidden.type, x.hidden.ne[0], rows, x.hidden.nb[1]);
+    }
   std::vector<void*> st(streams.begin(), streams.end());
-  status = dfsel_dspark_run_group(ranks(), plans.data(), m.in.data(), m.out.data(), st.data());
+  status = dfsel_dspark_run_group(ranks(), plans.data(), in.data(), m.out.data(), st.data());
   if (!ok()) {
     // The message is on the plan that found the problem: the first that has one.
     error = std::string("dfsel_dspark_run_group: ") + dfsel_status_string(status) + " and no plan has a message";
@@ -291,6 +300,13 @@ DSparkResult DSparkCudaSession::download() const {
   }
   // A failed run's outputs are kept: a device-side error still writes what it says it writes.
   return res[0];
+}
+
+bool dspark_cuda_uses_mma(const DSparkCase& c) {
+  const char* product = std::getenv("DFSEL_DSPARK_PRODUCT");
+  if (product != nullptr && std::strcmp(product, "chains") == 0) return false;
+  const bool bf16 = c.w2_t == DFSEL_TYPE_BF16 || c.w2_t == DFSEL_TYPE_Q4_K || c.w2_t == DFSEL_TYPE_Q6_K;
+  return bf16 && c.R % 16 == 0;
 }
 
 DSparkResult run_dspark_cuda(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, const DSparkCudaOpts& o) {

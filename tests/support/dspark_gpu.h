@@ -40,7 +40,9 @@ class DSparkCudaSession {
   // Every output buffer filled with 0xff bytes (-1 ids, NaN floats).
   void poison_outputs();
   // dfsel_dspark_run_group on the session's streams (streams[s] for rank s); nothing waited for.
-  dfsel_status enqueue();
+  // n_blocks (0: the case's) runs the first blocks alone: their anchors, and their logits and
+  // hidden rows, a prefix of the case's, into the first blocks of the same outputs.
+  dfsel_status enqueue(int n_blocks = 0);
   // dfsel_dspark_plan_wait of every rank; the first failure's status and message are kept.
   dfsel_status wait();
   // Every rank's outputs copied back; ranks that differ from rank 0 make an INTERNAL_ERROR.
@@ -59,6 +61,14 @@ class DSparkCudaSession {
   std::unique_ptr<Impl> impl_;
   std::vector<size_t> ws_bytes;
 };
+
+// Whether a CUDA plan of c computes W2[v] . e on tensor cores (BF16 mma.sync, F32 sums) rather
+// than in the eight chains, as plan creation decides from DFSEL_DSPARK_PRODUCT: never for
+// "chains"; otherwise (unset, empty, "auto", "mma") where W2 as the device holds it is BF16 (a
+// BF16 W2, or a Q4_K or Q6_K one, which creation widens to BF16) and R is a multiple of 16.
+// Its results are not bitwise the CPU backend's (the sums round differently), but they are
+// bitwise the same for every shard count, placement, stream, batching, replay and workspace.
+bool dspark_cuda_uses_mma(const DSparkCase& c);
 
 // Poison, enqueue, wait, download: one chain of every rank on the CUDA backend, as run_dspark
 // runs it on the CPU backend.
