@@ -1,7 +1,7 @@
 // The DSpark chain on the CUDA backend against the CPU backend (itself bitwise the reference,
 // dspark_cpu_backend_test.cpp). A CUDA plan computes W2[v] . e in the eight chains, or on tensor
-// cores where W2 is BF16 on the device and R a multiple of 16 (DFSEL_DSPARK_PRODUCT,
-// dspark_cuda_uses_mma). Every problem runs with the chains (DFSEL_DSPARK_PRODUCT=chains), each
+// cores where W2 is BF16 on the device, R a multiple of 32 up to 256 and the plan may run two
+// blocks or more (DFSEL_DSPARK_PRODUCT, dspark_cuda_uses_mma). Every problem runs with the chains (DFSEL_DSPARK_PRODUCT=chains), each
 // output bit for bit the CPU backend's, and, where the default is the tensor-core product, with
 // that too, against the double-precision oracle (dspark_oracle.h) within 1e-4: tokens exactly
 // but past a near-tie, scores within tolerance, nearly every step judged. The problems: random
@@ -118,14 +118,16 @@ void expect_mostly_judged(const OracleTally& t) {
   EXPECT_GE(t.judged * 10, t.steps * 9) << t.judged << " of " << t.steps << " steps judged";
 }
 
-// c with a W2 the tensor cores take: BF16, R rounded up to a multiple of 16 (W1 and the
-// confidence head BF16 where their quant blocks no longer divide their rows).
+// c with a W2 the tensor cores take: BF16, R rounded up to a multiple of 32 (at most 256), two
+// blocks or more (W1 and the confidence head BF16 where their quant blocks no longer divide
+// their rows).
 DSparkCase with_bf16_w2(DSparkCase c) {
   auto block = [](dfsel_type t) {
     return t == DFSEL_TYPE_Q8_0 ? 32 : t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K ? 256 : 1;
   };
   c.w2_t = DFSEL_TYPE_BF16;
-  c.R = (c.R + 15) / 16 * 16;
+  c.R = std::min((c.R + 31) / 32 * 32, 256);
+  c.blocks = std::max(c.blocks, 2);
   if (c.R % block(c.w1_t) != 0) c.w1_t = DFSEL_TYPE_BF16;
   if ((c.E + c.R) % block(c.conf_t) != 0) c.conf_t = DFSEL_TYPE_BF16;
   return c;
@@ -424,7 +426,8 @@ TEST(GpuDSpark, SecondRunBitwiseTheFirst) {
 // A block's outputs do not depend on which other blocks share its run (the blocks are columns
 // of the tensor-core product): one plan of 12 blocks run with all 12, then with the first 1, 3
 // and 8 of them alone (the same anchors; logits and hidden rows a prefix of the 12 blocks'), and
-// plans made for 1, 3 and 8 blocks, give those blocks the same bits. A BF16 W2 (both products),
+// plans made for 3 and 8 blocks (and for 1 where it takes the same product), give those blocks
+// the same bits. A BF16 W2 (both products),
 // a confidence head with p_min, greedy and sampling, one rank and two.
 TEST(GpuDSpark, BatchingChangesNoBit) {
   DFSEL_REQUIRE_GPUS(1);
@@ -463,6 +466,7 @@ TEST(GpuDSpark, BatchingChangesNoBit) {
           EXPECT_EQ(dspark_bitwise_diff(first_blocks(session.download(), n, c.N), want), "") << "the plan of 12 blocks";
           DSparkCase cn = c;
           cn.blocks = n;
+          if (dspark_cuda_uses_mma(cn) != mma) continue;  // auto: a plan for one block takes the chains
           const DSparkResult x = run_dspark_cuda(cn, first_blocks(c, d, n), r);
           ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
           EXPECT_EQ(dspark_bitwise_diff(x, want), "") << "a plan of " << n << " blocks";
@@ -652,12 +656,14 @@ TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
   std::mt19937_64 rng(seed);
   const struct {
     dfsel_type w2_t;
-    int R;
-    bool mma;
-  } cases[] = {{DFSEL_TYPE_BF16, 64, true},  {DFSEL_TYPE_Q4_K, 256, true},   {DFSEL_TYPE_F32, 64, false},
-               {DFSEL_TYPE_F16, 64, false},  {DFSEL_TYPE_Q8_0, 64, false},   {DFSEL_TYPE_BF16, 40, false}};
+    int R, blocks;
+    bool supported, mma;  // mma may be asked; auto takes it (two blocks or more)
+  } cases[] = {{DFSEL_TYPE_BF16, 64, 3, true, true},   {DFSEL_TYPE_Q4_K, 256, 3, true, true},
+               {DFSEL_TYPE_BF16, 64, 1, true, false},  {DFSEL_TYPE_F32, 64, 3, false, false},
+               {DFSEL_TYPE_F16, 64, 3, false, false},  {DFSEL_TYPE_Q8_0, 64, 3, false, false},
+               {DFSEL_TYPE_BF16, 48, 3, false, false}, {DFSEL_TYPE_BF16, 288, 3, false, false}};
   for (const auto& k : cases) {
-    DSparkCase c = sized(3000, k.R, 16, 4, 3);
+    DSparkCase c = sized(3000, k.R, 16, 4, k.blocks);
     c.w2_t = k.w2_t;
     DSparkRunOpts r;
     r.bounds = random_bounds(c.V, 2, 1, rng);
@@ -682,7 +688,7 @@ TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
       const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma");
       mma = run_dspark_cuda(c, d, r);
     }
-    if (!k.mma) {
+    if (!k.supported) {
       EXPECT_EQ(mma.status, DFSEL_UNSUPPORTED) << "DFSEL_DSPARK_PRODUCT=mma: " << mma.error;
       EXPECT_NE(mma.error, "");
     } else {

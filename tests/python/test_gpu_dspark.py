@@ -2,7 +2,8 @@
 (1 to 3 ranks through dfsel.dspark_run_group, both layouts, d2t, scale, a confidence head with
 p_min, greedy and sampling), a run captured in torch.cuda.graph and replayed with new inputs
 (bitwise a plain run), and a bad anchor reported by plan.check(). A CUDA plan computes
-W2[v] . e in eight chains, or on tensor cores where W2 is BF16 and R a multiple of 16
+W2[v] . e in eight chains, or on tensor cores where W2 is BF16, R a multiple of 32 up to 256
+and the plan may run two blocks or more
 (DFSEL_DSPARK_PRODUCT): with DFSEL_DSPARK_PRODUCT=chains every output is bitwise the CPU
 backend's; with the tensor-core product (the default there) the tokens are the CPU backend's but
 past a near-tie and the scores within tolerance (close_to_cpu), every rank bitwise the same.
@@ -151,8 +152,11 @@ def close_to_cpu(p, gpu, cpu, temperature, p_min, seed, what, tol=1e-4):
 
 def products(p):
     """The products a CUDA plan of p is checked with: "chains" always, and "default" when that is
-    the tensor-core product (BF16 W2, R a multiple of 16, DFSEL_DSPARK_PRODUCT not chains)."""
-    mma = os.environ.get("DFSEL_DSPARK_PRODUCT") != "chains" and p.wkind == "bf16" and p.R % 16 == 0
+    the tensor-core product (BF16 W2, R a multiple of 32 up to 256, two blocks or more unless
+    DFSEL_DSPARK_PRODUCT is mma; never when it is chains)."""
+    product = os.environ.get("DFSEL_DSPARK_PRODUCT")
+    mma = (product != "chains" and p.wkind == "bf16" and p.R % 32 == 0 and p.R <= 256
+           and (p.blocks >= 2 or product == "mma"))
     return ("chains", "default") if mma else ("chains",)
 
 
