@@ -105,9 +105,8 @@ Status asked_tile(cuda::DSparkTile* t) {
 
 // DFSEL_DSPARK_PRODUCT: how the pass multiplies W2 by e. Unset, "" or "auto": on tensor cores
 // where the plan allows it (cuda::dspark_mma_supported) and may run two blocks or more, else the
-// eight chains; "chains": the
-// eight chains always (bitwise the CPU backend); "mma": tensor cores, refused where they do not
-// apply.
+// eight chains; "chains": the eight chains always (bitwise the CPU backend); "mma": tensor
+// cores, refused where they do not apply.
 Status asked_product(const cuda::DSparkChainArgs& a, const dfsel_dspark_plan_desc& d, bool* mma) {
   const char* env = std::getenv("DFSEL_DSPARK_PRODUCT");
   const bool supported = cuda::dspark_mma_supported(a);
@@ -117,8 +116,9 @@ Status asked_product(const cuda::DSparkChainArgs& a, const dfsel_dspark_plan_des
   if (std::strcmp(env, "mma") != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_PRODUCT = \"%s\" must be auto, chains or mma (unset it for auto)", env);
   if (!supported)
-    return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_PRODUCT = mma needs W2 stored as BF16 (w2 type %d) and R a multiple of "
-                "16 (R = %d)", (int)d.w2.type, a.R);
+    return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_PRODUCT = mma needs desc.w2 stored as BF16 (it is %s), "
+                "config.markov_rank a multiple of 32 up to 256 (it is %d) and W2's data and nb[1] multiples of 16 "
+                "bytes (%p, %zu)", dfsel_type_name(d.w2.type), a.R, d.w2.data, d.w2.nb[1]);
   return Status::success();
 }
 

@@ -1,5 +1,5 @@
 // Tensor-core instructions shared by the kernels that multiply on them (the gate, the DSpark
-// pass): BF16 mma.sync with F32 accumulators and the shared-memory matrix loads that feed it.
+// pass): BF16 mma.sync with F32 accumulators.
 #pragma once
 
 #include <stdint.h>
@@ -16,21 +16,6 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
       "{%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Four 8 x 8 matrices of 16-bit elements from shared memory: lanes 8i .. 8i + 7 give the
-// addresses of matrix i's rows (16 bytes each, 16-byte aligned), and lane l receives row l / 4,
-// columns 2 (l % 4) and 2 (l % 4) + 1 of each matrix in r[i] (the lower column in the low half).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-// Two such matrices: lanes 0..15 give the addresses.
-__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr) : "memory");
 }
 
 }  // namespace dfsel::cuda
