@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "support/abi_sweep.h"
-#include "support/dspark_problem.h"
+#include "support/one_plan.h"
 
 namespace dfsel::test {
 namespace {
@@ -19,26 +19,20 @@ constexpr int kOutputs = 7;
 
 // One DSpark plan with a confidence head, every output in its own buffer with room to move its
 // pointer off the alignment; sampling, so that probs and log_norm are written too.
-class DSparkBuffers : public testing::Test {
+class DSparkBuffers : public testing::Test, public DSparkPlan {
  protected:
   void SetUp() override {
     c.V = c.V_target = 200;
     c.E = 24;
     c.R = 32;
-    d = make_dspark_data(c, 12);
-    desc = dspark_desc(c, d, r, 0);
-    in = dspark_inputs(c, d, r, 0);
+    describe(12);
     anchors.assign(d.anchors.size() + 2, 0);
     std::memcpy(anchors.data(), d.anchors.data(), d.anchors.size() * 4);
     in.anchors = anchors.data();
     in.temperature = 0.7f;
-    out = dspark_outputs_over(store, c.blocks, (size_t)c.blocks * c.N, 2, 77);
+    place_outputs(77, 2);
   }
-  void TearDown() override { dfsel_dspark_plan_destroy(plan); }
-  void create() {
-    char msg[256];
-    ASSERT_EQ(dfsel_dspark_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-  }
+  void create() { ASSERT_EQ(create_plan(), DFSEL_SUCCESS) << create_message; }
   std::string create_refused() {
     char msg[256] = "";
     dfsel_dspark_plan* p = nullptr;
@@ -59,14 +53,7 @@ class DSparkBuffers : public testing::Test {
     return n;
   }
 
-  DSparkCase c;
-  DSparkData d;
-  DSparkRunOpts r;
-  dfsel_dspark_plan_desc desc{};
-  dfsel_dspark_plan* plan = nullptr;
-  dfsel_dspark_inputs in{};
-  dfsel_dspark_outputs out{};
-  std::vector<int32_t> anchors, store[kOutputs];
+  std::vector<int32_t> anchors;
 };
 
 TEST_F(DSparkBuffers, AlignedBuffersRun) {

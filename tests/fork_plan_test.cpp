@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "support/dspark_problem.h"
 #include "support/in_child.h"
+#include "support/one_plan.h"
 
 namespace dfsel::test {
 namespace {
@@ -18,34 +18,22 @@ namespace {
 constexpr int kChildren = 6;   // a hang at destruction showed in 5 of 8 children before
 constexpr int32_t kThreads = 4;  // workers exist whatever the machine's core count
 
-struct SelectorPlan {
-  Case c;
-  Data d;
-  dfsel_plan* plan = nullptr;
-  dfsel_inputs in{};
-  std::vector<int32_t> path, n_emitted, cand_ids;
+// The selector plan of these tests, with workers; each run writes the candidates too.
+struct Selector : SelectorPlan {
+  std::vector<int32_t> cand_ids;
 
-  SelectorPlan() {
+  Selector() {
     c.V = 4000;
     c.blocks = 3;
-    d = make_data(c, 11);
-    dfsel_plan_desc desc = cpu_desc(c, d, 0, 1, 0, c.V);
+    describe(11);
     desc.n_threads = kThreads;
-    char msg[256] = "";
-    EXPECT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-    in = cpu_inputs(c, d);
+    EXPECT_EQ(create_plan(), DFSEL_SUCCESS) << create_message;
   }
-  ~SelectorPlan() { dfsel_plan_destroy(plan); }
 
   // One run; "" and the outputs kept, or what went wrong.
   std::string run() {
-    const size_t rows = (size_t)c.blocks * (c.block - 1);
-    path.assign(rows, -2);
-    n_emitted.assign(c.blocks, -2);
-    cand_ids.assign(rows * c.K, -2);
-    dfsel_outputs out{};
-    out.path = path.data();
-    out.n_emitted = n_emitted.data();
+    place_outputs(-2);
+    cand_ids.assign(path.size() * c.K, -2);
     out.cand_ids = cand_ids.data();
     const dfsel_status st = dfsel_plan_run(plan, &in, &out, nullptr);
     if (st != DFSEL_SUCCESS) return std::string("run: ") + dfsel_status_string(st) + ": " + dfsel_plan_last_error(plan);
@@ -53,29 +41,19 @@ struct SelectorPlan {
   }
 };
 
-struct DSparkPlan {
-  DSparkCase c;
-  DSparkData d;
-  DSparkRunOpts r;
-  dfsel_dspark_plan* plan = nullptr;
-  dfsel_dspark_inputs in{};
-  std::vector<int32_t> store[7];
-
-  DSparkPlan() {
+// The DSpark plan of these tests, with workers.
+struct DSpark : DSparkPlan {
+  DSpark() {
     c.V = c.V_target = 3000;
     c.E = 16;  // a confidence head, so that every output is written
     c.blocks = 3;
-    d = make_dspark_data(c, 12);
     r.n_threads = kThreads;
-    const dfsel_dspark_plan_desc desc = dspark_desc(c, d, r, 0);
-    char msg[256] = "";
-    EXPECT_EQ(dfsel_dspark_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-    in = dspark_inputs(c, d, r, 0);
+    describe(12);
+    EXPECT_EQ(create_plan(), DFSEL_SUCCESS) << create_message;
   }
-  ~DSparkPlan() { dfsel_dspark_plan_destroy(plan); }
 
   std::string run() {
-    const dfsel_dspark_outputs out = dspark_outputs_over(store, c.blocks, (size_t)c.blocks * c.N, 0, -2);
+    place_outputs(-2);
     const dfsel_status st = dfsel_dspark_plan_run(plan, &in, &out, nullptr);
     if (st != DFSEL_SUCCESS)
       return std::string("run: ") + dfsel_status_string(st) + ": " + dfsel_dspark_plan_last_error(plan);
@@ -90,7 +68,7 @@ std::string same(const std::vector<int32_t>& a, const std::vector<int32_t>& b, c
 }
 
 TEST(ForkPlan, SelectorPlanRunsInAChildAndIsDestroyed) {
-  SelectorPlan p;
+  Selector p;
   ASSERT_NE(p.plan, nullptr);
   ASSERT_EQ(p.run(), "");
   const std::vector<int32_t> path = p.path, cand_ids = p.cand_ids;
@@ -111,7 +89,7 @@ TEST(ForkPlan, SelectorPlanRunsInAChildAndIsDestroyed) {
 }
 
 TEST(ForkPlan, DSparkPlanRunsInAChildAndIsDestroyed) {
-  DSparkPlan p;
+  DSpark p;
   ASSERT_NE(p.plan, nullptr);
   ASSERT_EQ(p.run(), "");
   const std::vector<int32_t> tokens = p.tokens();
@@ -145,8 +123,8 @@ TEST(ForkPlan, APlanInUseAtTheForkAnswersInTheChild) {
   GTEST_SKIP() << "the AddressSanitizer allocator is not fork-safe while another thread allocates";
 #endif
 #endif
-  SelectorPlan busy;
-  DSparkPlan idle;
+  Selector busy;
+  DSpark idle;
   ASSERT_NE(busy.plan, nullptr);
   ASSERT_NE(idle.plan, nullptr);
   std::atomic<bool> stop{false};
@@ -172,7 +150,7 @@ TEST(ForkPlan, APlanInUseAtTheForkAnswersInTheChild) {
 // A plan made in a child has its own workers there, joined as in any process.
 TEST(ForkPlan, APlanMadeInAChildRunsThreaded) {
   const std::string failed = run_in_child([]() -> std::string {
-    SelectorPlan p;
+    Selector p;
     if (!p.plan) return "creation failed";
     return p.run();
   });

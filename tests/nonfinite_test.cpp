@@ -11,9 +11,8 @@
 #include <functional>
 #include <limits>
 #include <string>
-#include <vector>
 
-#include "support/dspark_problem.h"
+#include "support/one_plan.h"
 
 namespace dfsel::test {
 namespace {
@@ -26,15 +25,10 @@ void expect_has(const std::string& msg, const std::string& needle) {
   EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg << " lacks " << needle;
 }
 
-struct DSparkBase {
-  DSparkCase c;
-  DSparkData d;
-  DSparkRunOpts r;
-  DSparkBase() {
-    c.E = 16;
-    c.scale_rows = 2;
-    d = make_dspark_data(c, 21);
-  }
+// A DSpark plan with the weights whose values are checked (w2_scale, conf_w); c may be changed
+// before describe().
+struct DSparkBase : DSparkPlan {
+  DSparkBase() { c = dspark_case_with_every_weight(); }
 };
 
 dfsel_status create_dspark(const dfsel_dspark_plan_desc& desc, std::string* msg) {
@@ -51,12 +45,12 @@ TEST(NonFinite, DSparkScaleValuesAreRefused) {
     for (float bad : kBad) {
       DSparkBase b;
       b.c.scale_rows = rows;
-      b.d = make_dspark_data(b.c, 22);
+      b.describe(22);
       const size_t at = rows == 1 ? 0 : 7;
       b.d.scale[at] = bad;
       SCOPED_TRACE("scale rows " + std::to_string(rows) + " value " + std::to_string(bad));
       std::string msg;
-      EXPECT_EQ(create_dspark(dspark_desc(b.c, b.d, b.r, 0), &msg), DFSEL_INVALID_ARGUMENT);
+      EXPECT_EQ(create_dspark(b.desc, &msg), DFSEL_INVALID_ARGUMENT);
       expect_has(msg, "w2_scale[" + std::to_string(at) + "] = ");
       expect_has(msg, "must be finite");
     }
@@ -68,11 +62,11 @@ TEST(NonFinite, DSparkConfidenceWeightsAreRefused) {
     for (float bad : kBad) {
       DSparkBase b;
       b.c.conf_t = t;
-      b.d = make_dspark_data(b.c, 23);
+      b.describe(23);
       store_elem(b.d.conf_w.data(), 5, t, bad);
       SCOPED_TRACE(std::string(dfsel_type_name(t)) + " " + std::to_string(bad));
       std::string msg;
-      EXPECT_EQ(create_dspark(dspark_desc(b.c, b.d, b.r, 0), &msg), DFSEL_INVALID_ARGUMENT);
+      EXPECT_EQ(create_dspark(b.desc, &msg), DFSEL_INVALID_ARGUMENT);
       expect_has(msg, "conf_w[5] = ");
     }
   }
@@ -82,10 +76,10 @@ TEST(NonFinite, DSparkConfidenceWeightsAreRefused) {
 TEST(NonFinite, DescriptionScalarsAreRefused) {
   for (float bad : kBad) {
     SCOPED_TRACE(std::to_string(bad));
-    Case c;
-    const Data d = make_data(c, 24);
+    SelectorPlan s;
+    s.describe(24);
     for (int field = 0; field < 2; ++field) {
-      dfsel_plan_desc desc = cpu_desc(c, d, 0, 1, 0, c.V);
+      dfsel_plan_desc desc = s.desc;
       (field == 0 ? desc.config.logit_scale : desc.config.softcap) = bad;
       dfsel_plan* plan = nullptr;
       char msg[512] = "";
@@ -93,8 +87,9 @@ TEST(NonFinite, DescriptionScalarsAreRefused) {
       expect_has(msg, field == 0 ? "config.logit_scale" : "config.softcap");
     }
     DSparkBase b;
+    b.describe(21);
     for (int field = 0; field < 3; ++field) {
-      dfsel_dspark_plan_desc desc = dspark_desc(b.c, b.d, b.r, 0);
+      dfsel_dspark_plan_desc desc = b.desc;
       (field == 0 ? desc.config.logit_scale : field == 1 ? desc.config.softcap : desc.conf_bias) = bad;
       std::string msg;
       EXPECT_EQ(create_dspark(desc, &msg), DFSEL_INVALID_ARGUMENT);
@@ -105,38 +100,28 @@ TEST(NonFinite, DescriptionScalarsAreRefused) {
 
 // temperature and p_min of a run, both plan kinds.
 TEST(NonFinite, RunScalarsAreRefused) {
-  Case c;
-  const Data d = make_data(c, 25);
-  const dfsel_plan_desc desc = cpu_desc(c, d, 0, 1, 0, c.V);
-  dfsel_plan* plan = nullptr;
-  char msg[512] = "";
-  ASSERT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-  std::vector<int32_t> path((size_t)c.blocks * (c.block - 1)), n_emitted(c.blocks);
-  dfsel_outputs out{};
-  out.path = path.data();
-  out.n_emitted = n_emitted.data();
+  SelectorPlan s;
+  s.describe(25);
+  ASSERT_EQ(s.create_plan(), DFSEL_SUCCESS) << s.create_message;
+  s.place_outputs(0);
   DSparkBase b;
-  const dfsel_dspark_plan_desc ddesc = dspark_desc(b.c, b.d, b.r, 0);
-  dfsel_dspark_plan* dplan = nullptr;
-  ASSERT_EQ(dfsel_dspark_plan_create(&ddesc, &dplan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-  std::vector<int32_t> store[7];
-  const dfsel_dspark_outputs dout = dspark_outputs_over(store, b.c.blocks, (size_t)b.c.blocks * b.c.N, 0, 0);
+  b.describe(21);
+  ASSERT_EQ(b.create_plan(), DFSEL_SUCCESS) << b.create_message;
+  b.place_outputs(0);
   for (float bad : kBad) {
     for (int field = 0; field < 2; ++field) {
       SCOPED_TRACE(std::to_string(bad) + (field == 0 ? " temperature" : " p_min"));
       const char* name = field == 0 ? "inputs.temperature" : "inputs.p_min";
-      dfsel_inputs in = cpu_inputs(c, d);
+      dfsel_inputs in = s.in;
       (field == 0 ? in.temperature : in.p_min) = bad;
-      EXPECT_EQ(dfsel_plan_run(plan, &in, &out, nullptr), DFSEL_INVALID_ARGUMENT);
-      expect_has(dfsel_plan_last_error(plan), name);
-      dfsel_dspark_inputs din = dspark_inputs(b.c, b.d, b.r, 0);
+      EXPECT_EQ(dfsel_plan_run(s.plan, &in, &s.out, nullptr), DFSEL_INVALID_ARGUMENT);
+      expect_has(dfsel_plan_last_error(s.plan), name);
+      dfsel_dspark_inputs din = b.in;
       (field == 0 ? din.temperature : din.p_min) = bad;
-      EXPECT_EQ(dfsel_dspark_plan_run(dplan, &din, &dout, nullptr), DFSEL_INVALID_ARGUMENT);
-      expect_has(dfsel_dspark_plan_last_error(dplan), name);
+      EXPECT_EQ(dfsel_dspark_plan_run(b.plan, &din, &b.out, nullptr), DFSEL_INVALID_ARGUMENT);
+      expect_has(dfsel_dspark_plan_last_error(b.plan), name);
     }
   }
-  dfsel_plan_destroy(plan);
-  dfsel_dspark_plan_destroy(dplan);
 }
 
 // SPEC sections 3 and 5: a drafted row of all-NaN logits yields the K lowest ids, NaN unary

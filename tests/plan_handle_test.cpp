@@ -6,54 +6,34 @@
 #include <string>
 #include <vector>
 
-#include "support/dspark_problem.h"
+#include "support/one_plan.h"
 
 namespace dfsel::test {
 namespace {
 
-struct Selector {
-  Case c;
-  Data d;
-  dfsel_plan* plan = nullptr;
-  dfsel_inputs in{};
-  std::vector<int32_t> path, n_emitted;
-  dfsel_outputs out{};
+// A created plan of each kind, with inputs and outputs. A test that destroys one takes it
+// (take()) so that it is destroyed once.
+struct Selector : SelectorPlan {
   Selector() {
-    d = make_data(c, 3);
-    const dfsel_plan_desc desc = cpu_desc(c, d, 0, 1, 0, c.V);
-    char msg[256] = "";
-    EXPECT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-    in = cpu_inputs(c, d);
-    path.resize((size_t)c.blocks * (c.block - 1));
-    n_emitted.resize(c.blocks);
-    out.path = path.data();
-    out.n_emitted = n_emitted.data();
+    describe(3);
+    EXPECT_EQ(create_plan(), DFSEL_SUCCESS) << create_message;
+    place_outputs(0);
   }
 };
 
-struct DSpark {
-  DSparkCase c;
-  DSparkData d;
-  DSparkRunOpts r;
-  dfsel_dspark_plan* plan = nullptr;
-  dfsel_dspark_inputs in{};
-  std::vector<int32_t> store[7];
-  dfsel_dspark_outputs out{};
+struct DSpark : DSparkPlan {
   DSpark() {
     c.E = 16;  // a confidence head, so that every output is written
-    d = make_dspark_data(c, 4);
-    const dfsel_dspark_plan_desc desc = dspark_desc(c, d, r, 0);
-    char msg[256] = "";
-    EXPECT_EQ(dfsel_dspark_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-    in = dspark_inputs(c, d, r, 0);
-    out = dspark_outputs_over(store, c.blocks, (size_t)c.blocks * c.N, 0, 0);
+    describe(4);
+    EXPECT_EQ(create_plan(), DFSEL_SUCCESS) << create_message;
+    place_outputs(0);
   }
 };
 
 TEST(PlanHandle, ACallOnADestroyedSelectorPlanIsRefused) {
   Selector s;
   ASSERT_EQ(dfsel_plan_run(s.plan, &s.in, &s.out, nullptr), DFSEL_SUCCESS);
-  dfsel_plan* const gone = s.plan;
+  dfsel_plan* const gone = s.take();
   ASSERT_EQ(dfsel_plan_destroy(gone), DFSEL_SUCCESS);
   EXPECT_EQ(dfsel_plan_run(gone, &s.in, &s.out, nullptr), DFSEL_INVALID_ARGUMENT);
   EXPECT_EQ(dfsel_run_group(1, &gone, &s.in, &s.out, nullptr), DFSEL_INVALID_ARGUMENT);
@@ -68,7 +48,7 @@ TEST(PlanHandle, ACallOnADestroyedSelectorPlanIsRefused) {
 TEST(PlanHandle, ACallOnADestroyedDSparkPlanIsRefused) {
   DSpark p;
   ASSERT_EQ(dfsel_dspark_plan_run(p.plan, &p.in, &p.out, nullptr), DFSEL_SUCCESS);
-  dfsel_dspark_plan* const gone = p.plan;
+  dfsel_dspark_plan* const gone = p.take();
   ASSERT_EQ(dfsel_dspark_plan_destroy(gone), DFSEL_SUCCESS);
   EXPECT_EQ(dfsel_dspark_plan_run(gone, &p.in, &p.out, nullptr), DFSEL_INVALID_ARGUMENT);
   EXPECT_EQ(dfsel_dspark_run_group(1, &gone, &p.in, &p.out, nullptr), DFSEL_INVALID_ARGUMENT);
@@ -102,8 +82,8 @@ TEST(PlanHandle, APlanOfTheOtherKindIsRefused) {
 
   EXPECT_EQ(dfsel_plan_run(s.plan, &s.in, &s.out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(s.plan);
   EXPECT_EQ(dfsel_dspark_plan_run(p.plan, &p.in, &p.out, nullptr), DFSEL_SUCCESS) << dfsel_dspark_plan_last_error(p.plan);
-  EXPECT_EQ(dfsel_plan_destroy(s.plan), DFSEL_SUCCESS);
-  EXPECT_EQ(dfsel_dspark_plan_destroy(p.plan), DFSEL_SUCCESS);
+  EXPECT_EQ(dfsel_plan_destroy(s.take()), DFSEL_SUCCESS);
+  EXPECT_EQ(dfsel_dspark_plan_destroy(p.take()), DFSEL_SUCCESS);
 }
 
 // An address that was never a plan is refused too (it is not read: a pointer into a buffer).

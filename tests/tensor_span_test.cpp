@@ -7,9 +7,8 @@
 
 #include <cinttypes>
 #include <string>
-#include <vector>
 
-#include "support/dspark_problem.h"
+#include "support/one_plan.h"
 
 namespace dfsel::test {
 namespace {
@@ -28,12 +27,12 @@ void expect_named(const std::string& msg, const char* tensor, const std::string&
 }
 
 TEST(TensorSpan, SelectorWeightsBeyondTheAddressSpaceAreRefused) {
-  Case c;
-  const Data d = make_data(c, 5);
+  SelectorPlan s;
+  s.describe(5);
   for (const char* name : {"e_prev", "e_next", "w_h"}) {
     for (size_t nb1 : kStrides) {
       SCOPED_TRACE(std::string(name) + " " + nb1_text(nb1));
-      dfsel_plan_desc desc = cpu_desc(c, d, 0, 1, 0, c.V);
+      dfsel_plan_desc desc = s.desc;
       dfsel_tensor* t = name[0] == 'w' ? &desc.w_h : name[2] == 'p' ? &desc.e_prev : &desc.e_next;
       t->nb[1] = nb1;
       if (name[0] == 'e') desc.e_prev.nb[1] = desc.e_next.nb[1] = nb1;
@@ -44,7 +43,7 @@ TEST(TensorSpan, SelectorWeightsBeyondTheAddressSpaceAreRefused) {
       expect_named(msg, name[0] == 'e' ? "e_prev" : name, nb1_text(nb1));
     }
     SCOPED_TRACE(std::string(name) + " at the end of the address space");
-    dfsel_plan_desc desc = cpu_desc(c, d, 0, 1, 0, c.V);
+    dfsel_plan_desc desc = s.desc;
     (name[0] == 'w' ? desc.w_h : name[2] == 'p' ? desc.e_prev : desc.e_next).data = near_the_end();
     dfsel_plan* plan = nullptr;
     char msg[512] = "";
@@ -54,44 +53,32 @@ TEST(TensorSpan, SelectorWeightsBeyondTheAddressSpaceAreRefused) {
 }
 
 TEST(TensorSpan, SelectorInputsBeyondTheAddressSpaceAreRefused) {
-  Case c;
-  const Data d = make_data(c, 6);
-  const dfsel_plan_desc desc = cpu_desc(c, d, 0, 1, 0, c.V);
-  dfsel_plan* plan = nullptr;
-  char msg[512] = "";
-  ASSERT_EQ(dfsel_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-  std::vector<int32_t> path((size_t)c.blocks * (c.block - 1)), n_emitted(c.blocks);
-  dfsel_outputs out{};
-  out.path = path.data();
-  out.n_emitted = n_emitted.data();
+  SelectorPlan s;
+  s.describe(6);
+  ASSERT_EQ(s.create_plan(), DFSEL_SUCCESS) << s.create_message;
+  s.place_outputs(0);
   for (const char* name : {"inputs.logits", "inputs.hidden"}) {
     for (size_t nb1 : kStrides) {
       SCOPED_TRACE(std::string(name) + " " + nb1_text(nb1));
-      dfsel_inputs in = cpu_inputs(c, d);
+      dfsel_inputs in = s.in;
       (name[7] == 'l' ? in.logits : in.hidden).nb[1] = nb1;
-      EXPECT_EQ(dfsel_plan_run(plan, &in, &out, nullptr), DFSEL_INVALID_ARGUMENT);
-      expect_named(dfsel_plan_last_error(plan), name, nb1_text(nb1));
+      EXPECT_EQ(dfsel_plan_run(s.plan, &in, &s.out, nullptr), DFSEL_INVALID_ARGUMENT);
+      expect_named(dfsel_plan_last_error(s.plan), name, nb1_text(nb1));
     }
-    dfsel_inputs in = cpu_inputs(c, d);
+    dfsel_inputs in = s.in;
     (name[7] == 'l' ? in.logits : in.hidden).data = near_the_end();
-    EXPECT_EQ(dfsel_plan_run(plan, &in, &out, nullptr), DFSEL_INVALID_ARGUMENT);
-    expect_named(dfsel_plan_last_error(plan), name, "passes the end of the address space");
+    EXPECT_EQ(dfsel_plan_run(s.plan, &in, &s.out, nullptr), DFSEL_INVALID_ARGUMENT);
+    expect_named(dfsel_plan_last_error(s.plan), name, "passes the end of the address space");
   }
-  const dfsel_inputs in = cpu_inputs(c, d);
-  EXPECT_EQ(dfsel_plan_run(plan, &in, &out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(plan);
-  dfsel_plan_destroy(plan);
+  EXPECT_EQ(dfsel_plan_run(s.plan, &s.in, &s.out, nullptr), DFSEL_SUCCESS) << dfsel_plan_last_error(s.plan);
 }
 
-struct DSparkBase {
-  DSparkCase c;
-  DSparkData d;
-  DSparkRunOpts r;
+// A DSpark plan that has every tensor these tests bend: w1, w2, w2_scale, conf_w, logits, hidden.
+struct DSparkBase : DSparkPlan {
   DSparkBase() {
-    c.E = 16;          // a confidence head: conf_w and the hidden rows
-    c.scale_rows = 2;  // w2_scale, one per row
-    d = make_dspark_data(c, 8);
+    c = dspark_case_with_every_weight();
+    describe(8);
   }
-  dfsel_dspark_plan_desc desc() const { return dspark_desc(c, d, r, 0); }
 };
 
 dfsel_tensor* dspark_weight(dfsel_dspark_plan_desc& d, const std::string& name) {
@@ -108,7 +95,7 @@ TEST(TensorSpan, DSparkWeightsBeyondTheAddressSpaceAreRefused) {
     if (!one_row) {  // a tensor of one row never steps by its stride
       for (size_t nb1 : kStrides) {
         SCOPED_TRACE(std::string(name) + " " + nb1_text(nb1));
-        dfsel_dspark_plan_desc desc = b.desc();
+        dfsel_dspark_plan_desc desc = b.desc;
         dspark_weight(desc, name)->nb[1] = nb1;
         dfsel_dspark_plan* plan = nullptr;
         char msg[512] = "";
@@ -118,7 +105,7 @@ TEST(TensorSpan, DSparkWeightsBeyondTheAddressSpaceAreRefused) {
       }
     }
     SCOPED_TRACE(std::string(name) + " at the end of the address space");
-    dfsel_dspark_plan_desc desc = b.desc();
+    dfsel_dspark_plan_desc desc = b.desc;
     dspark_weight(desc, name)->data = near_the_end();
     dfsel_dspark_plan* plan = nullptr;
     char msg[512] = "";
@@ -128,29 +115,23 @@ TEST(TensorSpan, DSparkWeightsBeyondTheAddressSpaceAreRefused) {
 }
 
 TEST(TensorSpan, DSparkInputsBeyondTheAddressSpaceAreRefused) {
-  const DSparkBase b;
-  const dfsel_dspark_plan_desc desc = b.desc();
-  dfsel_dspark_plan* plan = nullptr;
-  char msg[512] = "";
-  ASSERT_EQ(dfsel_dspark_plan_create(&desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
-  std::vector<int32_t> store[7];
-  const dfsel_dspark_outputs out = dspark_outputs_over(store, b.c.blocks, (size_t)b.c.blocks * b.c.N, 0, 0);
+  DSparkBase b;
+  ASSERT_EQ(b.create_plan(), DFSEL_SUCCESS) << b.create_message;
+  b.place_outputs(0);
   for (const char* name : {"inputs.logits", "inputs.hidden"}) {
     for (size_t nb1 : kStrides) {
       SCOPED_TRACE(std::string(name) + " " + nb1_text(nb1));
-      dfsel_dspark_inputs in = dspark_inputs(b.c, b.d, b.r, 0);
+      dfsel_dspark_inputs in = b.in;
       (name[7] == 'l' ? in.logits : in.hidden).nb[1] = nb1;
-      EXPECT_EQ(dfsel_dspark_plan_run(plan, &in, &out, nullptr), DFSEL_INVALID_ARGUMENT);
-      expect_named(dfsel_dspark_plan_last_error(plan), name, nb1_text(nb1));
+      EXPECT_EQ(dfsel_dspark_plan_run(b.plan, &in, &b.out, nullptr), DFSEL_INVALID_ARGUMENT);
+      expect_named(dfsel_dspark_plan_last_error(b.plan), name, nb1_text(nb1));
     }
-    dfsel_dspark_inputs in = dspark_inputs(b.c, b.d, b.r, 0);
+    dfsel_dspark_inputs in = b.in;
     (name[7] == 'l' ? in.logits : in.hidden).data = near_the_end();
-    EXPECT_EQ(dfsel_dspark_plan_run(plan, &in, &out, nullptr), DFSEL_INVALID_ARGUMENT);
-    expect_named(dfsel_dspark_plan_last_error(plan), name, "passes the end of the address space");
+    EXPECT_EQ(dfsel_dspark_plan_run(b.plan, &in, &b.out, nullptr), DFSEL_INVALID_ARGUMENT);
+    expect_named(dfsel_dspark_plan_last_error(b.plan), name, "passes the end of the address space");
   }
-  const dfsel_dspark_inputs in = dspark_inputs(b.c, b.d, b.r, 0);
-  EXPECT_EQ(dfsel_dspark_plan_run(plan, &in, &out, nullptr), DFSEL_SUCCESS) << dfsel_dspark_plan_last_error(plan);
-  dfsel_dspark_plan_destroy(plan);
+  EXPECT_EQ(dfsel_dspark_plan_run(b.plan, &b.in, &b.out, nullptr), DFSEL_SUCCESS) << dfsel_dspark_plan_last_error(b.plan);
 }
 
 }  // namespace
