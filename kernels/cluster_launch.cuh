@@ -36,6 +36,19 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t smem, cud
   return cfg;
 }
 
+// Lets `kernel` take all the dynamic shared memory a CTA of the current device can have beside
+// its static shared memory. Set to the device's limit rather than to one plan's carve, which a
+// later plan with a smaller carve would lower under the earlier plan's launches; the same value
+// for every plan, so plans made at once on several threads agree.
+inline cudaError_t allow_all_shared_memory(const void* kernel, int device) {
+  int optin = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  cudaFuncAttributes fa{};
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, kernel);
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)fa.sharedSizeBytes);
+}
+
 // Whether the current device can hold one cluster of `cluster` CTAs of `kernel` (threads, smem
 // dynamic shared memory, already allowed on the kernel). Sizes above 8 are non-portable and
 // not on every part (a MIG slice may hold fewer SMs a GPC); they are asked for here. A failed

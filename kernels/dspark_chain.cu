@@ -586,7 +586,7 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkTile a
   l.threads = 2 * l.shape.tile_rows;
   int per_sm = 0;
   for (DSparkPassKernel k : l.kernels) {
-    e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.smem);
+    e = allow_all_shared_memory((const void*)k, device);
     if (e != cudaSuccess) return e;
   }
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernels[3], l.threads, l.smem);

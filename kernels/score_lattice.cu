@@ -169,9 +169,9 @@ cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out,
       out->kp = KP.value;
       out->smem = lattice_smem<KP.value>(a);
       if (out->smem.bytes > (size_t)optin) return cudaErrorInvalidValue;
-      // Raised for the plan's device (the caller's current device) once; the attributes stay.
+      // Raised for the plan's device (the caller's current device); the attributes stay.
       void* kernel = kernel_of<KP.value, T.value>();
-      cudaError_t r = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)out->smem.bytes);
+      cudaError_t r = allow_all_shared_memory(kernel, device);
       if (r != cudaSuccess) return r;
       const int want = std::min(L, max_cluster > 0 ? std::min(max_cluster, kMaxCluster) : kMaxCluster);
       out->cluster = cluster_that_fits(kernel, out->smem.bytes, want);
