@@ -175,7 +175,8 @@ TEST(DSparkEdges, D2tChangedAfterCreationIsCaughtWhereItIsUsed) {
 }
 
 
-// Ranks of one chain given different per-run inputs: every rank fails, naming what differs.
+// Ranks of one chain given different per-run inputs (or conf_w): every rank fails, naming what
+// differs. Rank 1's plan and inputs read its own copy of everything.
 void expect_group_disagrees(const std::function<void(DSparkData&)>& edit, const std::vector<std::string>& needles,
                             dfsel_placement placement = DFSEL_CODEBOOKS_REPLICATED, float temperature = 0.0f) {
   DSparkCase c = small_case();
@@ -193,7 +194,7 @@ void expect_group_disagrees(const std::function<void(DSparkData&)>& edit, const 
   std::vector<dfsel_dspark_outputs> out(2);
   for (int s = 0; s < 2; ++s) {
     const DSparkData& mine = s ? other : d;
-    const dfsel_dspark_plan_desc desc = dspark_desc(c, d, r, s);
+    const dfsel_dspark_plan_desc desc = dspark_desc(c, mine, r, s);
     ASSERT_EQ(dfsel_dspark_plan_create(&desc, &plans[s], nullptr, 0), DFSEL_SUCCESS);
     in[s] = dspark_inputs(c, mine, r, s);
     out[s] = dfsel_dspark_outputs{c.blocks, tok[s].data(), ne[s].data(), nullptr, nullptr, nullptr, nullptr, nullptr};
@@ -220,6 +221,12 @@ TEST(DSparkEdges, RanksGivenDifferentHiddenRowsFailTogether) {
         o.hidden[at] ^= 0x10;
       },
       {"different inputs for block 2", "rank 1's inputs.hidden"});
+}
+
+TEST(DSparkEdges, RanksHoldingAnotherConfWFailTogether) {
+  // conf_w is every rank's whole, digested at plan creation: it differs for every block.
+  expect_group_disagrees([](DSparkData& o) { o.conf_w[o.conf_w.size() / 2] ^= 0x01; },
+                         {"different inputs for block 0", "conf_w"});
 }
 
 }  // namespace

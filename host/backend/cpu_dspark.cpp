@@ -62,6 +62,8 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
     pass_best_.resize(maxb);
     last_norm_.resize(maxb);
     for (size_t b = 0; b < maxb; ++b) e_[b] = floats(c_.e) + b * padded8(sh.R);
+    if (sh.conf) conf_w_digest_ = matrix_digest(static_cast<const uint8_t*>(desc.conf_w.data),
+                                                row_bytes(desc.conf_w.type, desc.conf_w.ne[0]), 1, desc.conf_w.nb[1]);
   }
 
   dfsel_backend kind() const override { return DFSEL_BACKEND_CPU; }
@@ -103,6 +105,7 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
   // logits and stored l.
   std::vector<int32_t> block_;
   std::vector<uint32_t> inputs_;  // per block: the digest its records carry
+  uint64_t conf_w_digest_ = 0;    // matrix_digest of conf_w, for inputs_
   int32_t n_pass_ = 0;
   std::vector<DSparkChainState> state_;
   std::vector<float*> e_;
@@ -135,16 +138,16 @@ Status CpuDSpark::begin(const dfsel_dspark_inputs& in, const dfsel_dspark_output
 // What block b's records say of the run's inputs (dspark_record.cuh): the scalars and, with a
 // confidence head, the hidden rows the block reads, which every rank holds whole.
 uint32_t CpuDSpark::inputs_digest(int32_t b) const {
-  uint64_t h = digest_scalars(in_.temperature, in_.p_min, in_.seed, in_.n_blocks);
+  uint64_t rows = 0;
   if (sh_.conf) {
-    const size_t n = row_bytes(in_.hidden.type, sh_.n_embd), words = (n + 7) / 8;
-    for (int32_t k = 1; k <= sh_.N; ++k) {
-      const uint8_t* row = static_cast<const uint8_t*>(in_.hidden.data) +
-                           (size_t)map_row(sh_.row_map, (int64_t)cell(b, k)) * in_.hidden.nb[1];
-      for (size_t w = 0; w < words; ++w) h += digest_term(((uint64_t)(k - 1) << 32) + w, digest_row_word(row, n, w));
-    }
+    const size_t n = row_bytes(in_.hidden.type, sh_.n_embd);
+    for (int32_t k = 1; k <= sh_.N; ++k)
+      rows += digest_row(static_cast<const uint8_t*>(in_.hidden.data) +
+                             (size_t)map_row(sh_.row_map, (int64_t)cell(b, k)) * in_.hidden.nb[1],
+                         n, (uint64_t)(k - 1), 0, 1);
   }
-  return digest_fold(h);
+  return dspark_inputs_word(digest_scalars(in_.temperature, in_.p_min, in_.seed, in_.n_blocks), sh_.conf, rows,
+                            in_.hidden.type, conf_w_digest_);
 }
 
 // The confidence head before step k: the block stops when c_k < p_min.
@@ -256,17 +259,8 @@ Status CpuDSpark::receive(int32_t x, void*) {
   const uint8_t* recv = base_ + c_.recv;
   // The first exchange shows every rank what the others were given: a rank given other anchors,
   // hidden rows, temperature, p_min or seed would draft another chain, so every rank fails.
-  for (int32_t b = 0; x == sh_.first_exchange() && b < in_.n_blocks; ++b) {
-    int rank = 0;
-    if (dspark_inputs_agree(lay, recv, sh_.n_ranks, b, &rank)) continue;
-    const DSparkRecord& a = *dspark_record(lay, (void*)recv, b);
-    const DSparkRecord& o = *dspark_record(lay, (void*)(recv + (size_t)rank * lay.bytes), b);
-    if (a.anchor != o.anchor)
-      return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this chain were given different inputs: inputs.anchors[%d] is %d on rank 0"
-                  " and %d on rank %d; every rank must get the same anchors", b, a.anchor, o.anchor, rank);
-    return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this chain were given different inputs for block %d: rank %d's inputs.hidden"
-                " rows, temperature, p_min, seed or n_blocks differ from rank 0's; every rank must get the same", b, rank);
-  }
+  for (int32_t b = 0; x == sh_.first_exchange() && b < in_.n_blocks; ++b)
+    DFSEL_TRY(ranks_given_different_inputs(lay, recv, sh_.n_ranks, b));
   for (int32_t b = 0; b < in_.n_blocks; ++b) {
     const DSparkMerged m = merge_dspark_records(lay, recv, sh_.n_ranks, b);
     if (x == 0) {

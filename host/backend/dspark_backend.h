@@ -44,6 +44,21 @@ inline Status bad_d2t_entry(int32_t draft_id, int32_t target_id, int32_t block, 
               draft_id, block, step, target_id, (long long)n_target_vocab);
 }
 
+// Block b's records of a group's first exchange (recv: n ranks' records) say the ranks were
+// given different inputs (dspark_inputs_agree): the same status and message on every rank and
+// backend, naming the first rank that differs from rank 0.
+inline Status ranks_given_different_inputs(const DSparkLayout& lay, const uint8_t* recv, int n, int32_t b) {
+  int rank = 0;
+  if (dspark_inputs_agree(lay, recv, n, b, &rank)) return Status::success();
+  const DSparkRecord& a = *dspark_record(lay, (void*)recv, b);
+  const DSparkRecord& o = *dspark_record(lay, (void*)(recv + (size_t)rank * lay.bytes), b);
+  if (a.anchor != o.anchor)
+    return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this chain were given different inputs: inputs.anchors[%d] is %d on rank 0"
+                " and %d on rank %d; every rank must get the same anchors", b, a.anchor, o.anchor, rank);
+  return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this chain were given different inputs for block %d: rank %d's inputs.hidden"
+              " rows, temperature, p_min, seed, n_blocks or conf_w differ from rank 0's; every rank must get the same", b, rank);
+}
+
 class DSparkBackend {
  public:
   virtual ~DSparkBackend() = default;

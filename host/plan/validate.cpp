@@ -139,14 +139,7 @@ const char* const kSameInputs =
 }  // namespace
 
 uint64_t weight_digest(const dfsel_tensor& t) {
-  // Word w of row r at position r * 2^32 + w (digest.cuh), the row length as one more term.
-  const size_t n = row_bytes(t.type, t.ne[0]), words = (n + 7) / 8;
-  uint64_t h = digest_term(~0ull, (uint64_t)n);
-  for (int64_t r = 0; r < t.ne[1]; ++r) {
-    const uint8_t* row = static_cast<const uint8_t*>(t.data) + (size_t)r * t.nb[1];
-    for (size_t w = 0; w < words; ++w) h += digest_term(((uint64_t)r << 32) + w, digest_row_word(row, n, w));
-  }
-  return h ? h : 1;
+  return matrix_digest(static_cast<const uint8_t*>(t.data), row_bytes(t.type, t.ne[0]), t.ne[1], t.nb[1]);
 }
 
 Status validate_group_weights(int n, const dfsel_plan* const* plans) {

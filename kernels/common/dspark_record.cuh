@@ -46,17 +46,14 @@ constexpr int32_t kRecordAnchorRow = 1;
 DFSEL_HD DSparkRecord empty_dspark_record() { return DSparkRecord{0, 0, 0.0f, -1, -1, 0.0f, -INFINITY, 0, 0, 0u}; }
 
 // The digest of a run's inputs that the ranks of one chain must share, per block (digest.cuh):
-// the run's scalars (temperature and p_min bits, seed, n_blocks) at positions
-// kDigestScalars..+3, and the block's hidden rows as stored, word w of the k-th row read at
-// position k * 2^32 + w (the row's last word zero-padded). Folded to 32 bits for the record.
-constexpr uint64_t kDigestScalars = 0xffffffff00000000ull;
-
-DFSEL_HD uint64_t digest_scalars(float temperature, float p_min, uint64_t seed, int32_t n_blocks) {
-  uint32_t t, p;
-  memcpy(&t, &temperature, 4);
-  memcpy(&p, &p_min, 4);
-  return digest_term(kDigestScalars, t) + digest_term(kDigestScalars + 1, p) + digest_term(kDigestScalars + 2, seed) +
-         digest_term(kDigestScalars + 3, (uint32_t)n_blocks);
+// the run's scalars and, with a confidence head, the block's hidden rows as stored (the sum of
+// digest_row over its N rows, the k-th read at k = 0 .. N - 1), their type, and conf_w's digest
+// taken at plan creation. Folded to 32 bits for the record.
+DFSEL_HD uint32_t dspark_inputs_word(uint64_t scalars, bool conf, uint64_t hidden_rows, int32_t hidden_type,
+                                     uint64_t conf_w_digest) {
+  uint64_t h = scalars;
+  if (conf) h += hidden_rows + digest_term(kDigestType, (uint32_t)hidden_type) + digest_term(kDigestWeights, conf_w_digest);
+  return digest_fold(h);
 }
 
 struct DSparkLayout {
