@@ -55,16 +55,6 @@ __device__ __forceinline__ void add_norm(unsigned long long* lo, unsigned long l
   if (old + u < old) atomicAdd(hi, 1ull);
 }
 
-// 1 + the lowest block whose anchor is out of range.
-__device__ __forceinline__ void flag_bad_anchor(int32_t* error, int b) {
-  int cur = atomicCAS(error, 0, b + 1);
-  while (cur != 0 && cur > b + 1) {
-    const int prev = atomicCAS(error, cur, b + 1);
-    if (prev == cur) break;
-    cur = prev;
-  }
-}
-
 // Per block: outputs cleared, its state, the hidden part of its confidence chains for every step,
 // exchange 0's record (sharded W1 on several ranks), and where this rank has the anchor's W1 row
 // (replicated W1, or one rank) e and the confidence before step 1. Launched normally: it is a
@@ -78,7 +68,7 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
   if (tid == 0) {
     a.out.n_emitted[b] = 0;
     a.state[b] = DSparkChainState{valid ? 1 : 0, 0, -INFINITY, 0.0f};
-    if (!valid) flag_bad_anchor(&a.error[0], b);
+    if (!valid) flag_lowest_block(&a.error[0], b);
   }
   if (a.conf_w) {
     for (int i = tid; i < a.N * kDotChains; i += blockDim.x) {
@@ -90,6 +80,27 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
       a.hconf[((size_t)b * a.N + k0) * kDotChains + j] = c;
     }
   }
+  // Several ranks: the inputs word of the block's records (dspark_inputs_word), the CTA's sum.
+  uint32_t inputs = 0;
+  if (a.n_ranks > 1) {
+    __shared__ uint64_t warp_sum[kDSparkBeginThreads / 32];
+    uint64_t h = 0;
+    if (a.conf_w) {
+      const size_t n = row_bytes(a.hidden_type, a.n_embd);
+      for (int k0 = 0; k0 < a.N; ++k0)
+        h += digest_row(a.hidden + map_row(a.row_map, (int64_t)b * a.N + k0) * a.hidden_stride, n, (uint64_t)k0, tid,
+                        blockDim.x);
+    }
+    for (int off = 16; off > 0; off >>= 1) h += shfl_down_u64(h, off);
+    if (lane == 0) warp_sum[warp] = h;
+    __syncthreads();
+    if (tid == 0) {
+      for (int w = 1; w < (int)blockDim.x / 32; ++w) h += warp_sum[w];
+      inputs = dspark_inputs_word(digest_scalars(a.temperature, a.p_min, a.seed, a.n_blocks), a.conf_w != nullptr, h,
+                                  a.hidden_type, a.conf_w_digest);
+      a.inputs[b] = inputs;
+    }
+  }
   const bool local_e = !a.sharded_w1 || a.n_ranks == 1;
   if (!local_e) {
     const DSparkLayout& lay = a.layout;
@@ -97,6 +108,7 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
     if (tid == 0) {
       DSparkRecord rec = empty_dspark_record();
       rec.flags = owns ? kRecordAnchorRow : 0;
+      rec.anchor = anchor, rec.inputs = inputs;
       *dspark_record(lay, a.send, b) = rec;
     }
     if (owns) {
@@ -438,6 +450,11 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     float lg = 0.0f;
     uint32_t mm = 0;
     NormSum ns{0, 0};
+    // Several ranks: what this rank was given for the block travels in every record, loaded
+    // beside the parts (begin wrote the inputs word).
+    int32_t anchor = 0;
+    uint32_t inputs = 0;
+    if (a.n_ranks > 1 && lane == 0) anchor = a.anchors[b], inputs = __ldcg(a.inputs + b);
     for (int c0 = lane; c0 < (int)gridDim.x; c0 += 32 * kDSparkPartsAhead) {
       DSparkPartial q[kDSparkPartsAhead];
 #pragma unroll
@@ -475,6 +492,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     const int64_t local = c.id - a.v_begin;
     if (lane == 0) {
       DSparkRecord rec = empty_dspark_record();
+      rec.anchor = anchor, rec.inputs = inputs;
       if (flags[b] & kFlagEmitted) rec.norm_lo = ns.lo, rec.norm_hi = ns.hi;
       if (won) {
         rec.key = c.z;

@@ -8,8 +8,10 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "host/backend/cuda_status.h"
+#include "host/backend/device_digest.h"
 #include "host/backend/dspark_backend.h"
 #include "host/backend/env_int.h"
 #include "kernels/dspark_chain.cuh"
@@ -21,7 +23,7 @@ namespace {
 int32_t padded8(int32_t R) { return (R + 7) / 8 * 8; }
 
 struct DSparkCudaCarve {
-  size_t send, recv, e, hconf, state, partials, l, ticket, error, total;
+  size_t send, recv, e, hconf, state, partials, l, ticket, inputs, error, total;
 };
 
 DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh, int grid) {
@@ -48,6 +50,7 @@ DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh,
   // Sampling keeps two steps of l: a step's normaliser waits for its row maximum.
   c.l = take(2 * maxb, vs * sizeof(float));
   c.ticket = take(1, sizeof(uint32_t));
+  c.inputs = take(maxb, sizeof(uint32_t));
   c.error = take(cuda::kDSparkErrors, sizeof(int32_t));
   c.total = overflow ? SIZE_MAX : off;
   return c;
@@ -171,6 +174,9 @@ class CudaDSpark final : public DSparkBackend {
     a_.partials = reinterpret_cast<cuda::DSparkPartial*>(base_ + c_.partials);
     a_.l_store = reinterpret_cast<float*>(base_ + c_.l);
     a_.ticket = reinterpret_cast<uint32_t*>(base_ + c_.ticket);
+    a_.inputs = reinterpret_cast<uint32_t*>(base_ + c_.inputs);
+    // A group's ranks compare conf_w through their records: its digest, taken once here.
+    if (sh_.n_ranks > 1 && d_.conf_w.data) DFSEL_TRY(device_matrix_digest(d_.conf_w, d_.device, "conf_w", &a_.conf_w_digest));
     a_.error = reinterpret_cast<int32_t*>(base_ + c_.error);
     DFSEL_CUDA_TRY(cudaDeviceSynchronize(), "set-up");
     return Status::success();
@@ -217,14 +223,24 @@ class CudaDSpark final : public DSparkBackend {
   Status query(void* stream, bool* done) override { return query_run(static_cast<cudaStream_t>(stream), d_.device, done); }
   Status wait(void* stream) override { return wait_run(static_cast<cudaStream_t>(stream), d_.device); }
 
-  // What the completed run found on the device: an anchor out of range, (sharded W1) an
-  // anchor whose W1 row no rank held, or a d2t entry changed out of range after creation.
+  // What the completed run found on the device: ranks given different inputs, an anchor out of
+  // range, (sharded W1) an anchor whose W1 row no rank held, or a d2t entry changed out of
+  // range after creation.
   Status report() override {
     DeviceGuard guard(d_.device);
     int32_t err[cuda::kDSparkErrors] = {};
     DFSEL_CUDA_TRY(cudaMemcpy(err, a_.error, sizeof err, cudaMemcpyDeviceToHost), "reading the run's error flags");
-    if (err[0] == 0 && err[1] == 0 && err[2] == 0) return Status::success();
+    if (err[0] == 0 && err[1] == 0 && err[2] == 0 && err[7] == 0) return Status::success();
     DFSEL_CUDA_TRY(cudaMemset(a_.error, 0, sizeof err), "clearing the run's error flags");
+    if (err[7] != 0) {  // every rank's records of the block still hold what each was given
+      const DSparkLayout& lay = a_.layout;
+      std::vector<uint8_t> recv((size_t)sh_.n_ranks * lay.bytes);
+      DFSEL_CUDA_TRY(cudaMemcpy(recv.data(), a_.recv, recv.size(), cudaMemcpyDeviceToHost), "reading the run's records");
+      const Status s = ranks_given_different_inputs(lay, recv.data(), sh_.n_ranks, err[7] - 1);
+      if (!s.ok()) return s;
+      return fail(DFSEL_INTERNAL_ERROR, "the device found the ranks' inputs for block %d different; their records agree",
+                  err[7] - 1);
+    }
     if (err[0] == 0 && err[1] == 0) return bad_d2t_entry(err[3], err[4], err[5], err[6], sh_.n_target_vocab);
     const int b = (err[0] != 0 ? err[0] : err[1]) - 1;
     int32_t anchor = 0;

@@ -129,9 +129,11 @@ DFSEL_API dfsel_status dfsel_dspark_plan_run(dfsel_dspark_plan* plan, const dfse
 /* One chain for several ranks driven from this thread, as dfsel_run_group: the plans describe
  * one chain (config, placement and weight types, transform compared bit for bit), an
  * in-process group is whole and its ranges tile [0, V_draft), and temperature, p_min and seed
- * are the same in every inputs[i]. Every rank must be given the same anchors and hidden rows:
- * CPU plans compare them at the first exchange (a digest in the records) and fail every rank
- * with DFSEL_INVALID_ARGUMENT when they differ; CUDA plans do not check them yet. */
+ * are the same in every inputs[i]. Every rank must be given the same anchors, hidden rows and
+ * scalars and hold the same conf_w: the plans compare them at the first exchange (a digest in
+ * the records) and fail every rank with DFSEL_INVALID_ARGUMENT when they differ (CPU plans in
+ * this call; CUDA plans stop that block, which emits nothing, and every rank's wait reports
+ * it, NCCL groups included). */
 DFSEL_API dfsel_status dfsel_dspark_run_group(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_inputs* in,
                                               const dfsel_dspark_outputs* out, void* const* streams);
 /* As dfsel_plan_wait; timeout_ms < 0 waits without a limit. */

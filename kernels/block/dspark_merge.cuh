@@ -10,6 +10,7 @@
 #include "kernels/common/dspark_args.cuh"
 #include "kernels/common/dspark_math.cuh"
 #include "kernels/common/dspark_record.cuh"
+#include "kernels/common/error_flag.cuh"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel::cuda {
@@ -62,9 +63,19 @@ __device__ __forceinline__ void dspark_prepare_step(const DSparkChainArgs& a, in
   }
 }
 
-// Exchange x's records of block b merged (the warp calls it together; records visible).
+// Exchange x's records of block b merged (the warp calls it together; records visible). At a
+// group's first exchange the ranks' records must say they were given the same inputs: where
+// they do not, every rank stops the block and flags it (error[7]), and the wait reports it.
 __device__ __forceinline__ void dspark_merge_block(const DSparkChainArgs& a, int x, int b, int lane) {
   const DSparkLayout& lay = a.layout;
+  int other = 0;
+  if (a.n_ranks > 1 && x == (a.sharded_w1 ? 0 : 1) && !dspark_inputs_agree(lay, a.recv, a.n_ranks, b, &other)) {
+    if (lane == 0) {
+      a.state[b] = DSparkChainState{0, 0, -INFINITY, 0.0f};
+      flag_lowest_block(&a.error[7], b);
+    }
+    return;
+  }
   const DSparkMerged m = merge_dspark_records(lay, a.recv, a.n_ranks, b);
   DSparkChainState st = a.state[b];
   __syncwarp();  // every lane has read the state before lane 0 writes it

@@ -24,7 +24,7 @@ struct DSparkPartial {
 };
 static_assert(sizeof(DSparkPartial) == 32, "partials are indexed by CTA and block");
 
-constexpr int kDSparkErrors = 7;  // the words of DSparkChainArgs::error
+constexpr int kDSparkErrors = 8;  // the words of DSparkChainArgs::error
 
 struct DSparkChainArgs {
   // The plan's weights (device memory; K-quants widened to BF16 at creation).
@@ -39,6 +39,7 @@ struct DSparkChainArgs {
   const uint8_t* conf_w;  // the confidence head {n_embd + R}, or null
   dfsel_type conf_type;
   float conf_bias;
+  uint64_t conf_w_digest;  // matrix_digest of conf_w (several ranks), for the records' inputs word
   int64_t n_embd;
   const int32_t* d2t;  // the shard's target ids, or null
   int32_t R, R8, N;    // R8: R rounded up to 8
@@ -71,9 +72,12 @@ struct DSparkChainArgs {
   DSparkPartial* partials;   // [grid][max_blocks]
   float* l_store;            // [2][max_blocks][v_end - v_begin] l of the last two steps (sampling)
   uint32_t* ticket;          // CTAs done with the pass; the last one resets it
+  uint32_t* inputs;          // [max_blocks] several ranks: the inputs word of each block's records
   int32_t* error;            // [0]: 1 + the lowest block with a bad anchor; [1]: 1 + a block
                              // whose anchor row no rank held; [2..6]: 1, then the draft id, target
-                             // id, block and step of a d2t entry changed out of range (kDSparkErrors)
+                             // id, block and step of a d2t entry changed out of range; [7]: 1 +
+                             // the lowest block whose ranks were given different inputs
+                             // (kDSparkErrors)
 };
 
 // The tile a pass stages (kernels/dspark_chain.cu), chosen at plan creation.

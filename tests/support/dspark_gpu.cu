@@ -101,6 +101,14 @@ DSparkCudaSession::DSparkCudaSession(const DSparkCase& c, const DSparkData& d, c
   m.logits_at = m.put(d.logits, &status, &error);
   m.hidden_at = m.put(d.hidden, &status, &error);
   m.anchors_at = m.put(d.anchors, &status, &error);
+  const DSparkData* other = o.other_rank >= 0 ? o.other_data : nullptr;
+  if (other) {
+    m.put(other->conf_w, &status, &error);
+    m.put(other->logits, &status, &error);
+    m.put(other->hidden, &status, &error);
+    m.put(other->anchors, &status, &error);
+  }
+  auto data_of = [&](int s) -> const DSparkData& { return other && s == o.other_rank ? *other : d; };
   if (!ok()) return;
 
   std::vector<dfsel_dspark_plan_desc> descs(S);
@@ -113,7 +121,7 @@ DSparkCudaSession::DSparkCudaSession(const DSparkCase& c, const DSparkData& d, c
     desc.w1.data = m.relocate(desc.w1.data);
     desc.w2.data = m.relocate(desc.w2.data);
     desc.w2_scale.data = m.relocate(desc.w2_scale.data);
-    desc.conf_w.data = m.relocate(desc.conf_w.data);
+    desc.conf_w.data = m.relocate(dspark_desc(c, data_of(s), r, s).conf_w.data);
     desc.d2t = m.relocate(desc.d2t);
     if (o.caller_workspace) {
       char msg[512] = "";
@@ -157,7 +165,7 @@ DSparkCudaSession::DSparkCudaSession(const DSparkCase& c, const DSparkData& d, c
   m.out_bufs.assign(S, std::vector<void*>(kFields, nullptr));
   for (int s = 0; s < S; ++s) {
     dfsel_dspark_inputs& in = m.in[s];
-    in = dspark_inputs(c, d, r, s);
+    in = dspark_inputs(c, data_of(s), r, s);
     in.logits.data = m.relocate(in.logits.data);
     in.hidden.data = m.relocate(in.hidden.data);
     in.anchors = m.relocate(in.anchors);

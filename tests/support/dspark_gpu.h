@@ -20,6 +20,10 @@ struct DSparkCudaOpts {
   size_t workspace_offset = 0;    // bytes into that buffer (a multiple of 256)
   bool stream_per_rank = false;   // false: every rank on one stream
   cudaStream_t stream = nullptr;  // that one stream when set (the caller's; not destroyed here)
+  // Ranks that disagree: rank other_rank reads other_data's logits, hidden rows and anchors,
+  // and its plan other_data's conf_w (the other weights are d's on every rank).
+  int other_rank = -1;
+  const DSparkData* other_data = nullptr;
 };
 
 // One problem's ranks on the device: weights and inputs uploaded once, plans made once, the
