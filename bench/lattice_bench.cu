@@ -74,6 +74,8 @@ struct LatticeCase {
   float temperature, p_min;
   int max_cluster;  // lattice_launch's; 0: the largest the device holds
   bool hot;         // one copy replayed: rows and records stay in L2 (the old measurement)
+  bool unchecked;   // several ranks: records without the agree section a group's plans send
+                    // (the lattice then compares nothing), to measure what the comparison costs
 };
 
 // Every call reads the records (and anchors) of the next of enough copies that their codebook
@@ -84,7 +86,9 @@ struct LatticeCase {
 void lattice_bench(benchmark::State& state, LatticeCase lc) {
   const int rows = lc.blocks * kL, S = lc.ranks;
   const size_t row_b = (size_t)kR * 2;
-  const ExchangeLayout l = make_exchange_layout(kK, lc.blocks, kBlock, lc.sharded, row_b);
+  // A group's records as its plans send them: with the agree section (equal on every rank, as
+  // the zeroed records leave it), unless unchecked.
+  const ExchangeLayout l = make_exchange_layout(kK, lc.blocks, kBlock, lc.sharded, row_b, S > 1 && !lc.unchecked);
   const double rows_read = (double)rows * kK * 2 * row_b;  // the merged candidates' rows
   const size_t touched = (size_t)rows_read + (size_t)S * l.bytes;
   const int copies = lc.hot ? 1 : (int)std::min<size_t>((2 * kL2Bytes + touched - 1) / touched, 512);
@@ -96,12 +100,12 @@ void lattice_bench(benchmark::State& state, LatticeCase lc) {
       !cuda_ok(state, an.alloc((size_t)lc.blocks * 4 * copies), "cudaMalloc") ||
       !cuda_ok(state, lattice.alloc((size_t)rows * kK * kK * 4), "cudaMalloc") ||
       !cuda_ok(state, choices.alloc((size_t)rows * kK * sizeof(int2)), "cudaMalloc") ||
-      !cuda_ok(state, err.alloc(4), "cudaMalloc") || !cuda_ok(state, path.alloc((size_t)rows * 4), "cudaMalloc") ||
+      !cuda_ok(state, err.alloc(8), "cudaMalloc") || !cuda_ok(state, path.alloc((size_t)rows * 4), "cudaMalloc") ||
       !cuda_ok(state, n_emitted.alloc((size_t)lc.blocks * 4), "cudaMalloc") ||
       !cuda_ok(state, q.alloc((size_t)rows * kK * 4), "cudaMalloc"))
     return;
   cudaMemset(recv.get(), 0, l.bytes * S * copies);
-  cudaMemset(err.get(), 0, 4);
+  cudaMemset(err.get(), 0, 8);
   fill_hashed(ep.get(), DFSEL_TYPE_BF16, (size_t)kVocab * kR, 0.1f, 3);
   fill_hashed(en.get(), DFSEL_TYPE_BF16, (size_t)kVocab * kR, 0.1f, 4);
   fill_hashed(g.get(), DFSEL_TYPE_F32, (size_t)rows * kR, 1.0f, 5);
@@ -167,15 +171,20 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks, -1, 0)
         ->UseManualTime()->Unit(benchmark::kMicrosecond);
     if (blocks <= cases::kLatticeMaxBlocks)
-      benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, LatticeCase{blocks, 1, false, 0, 0, 0, false})
+      benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, LatticeCase{blocks, 1, false, 0, 0, 0, false, false})
           ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
     if (blocks == 1) {
       for (const cases::LatticeVariant& v : cases::kLatticeOneBlockVariants)
-        benchmark::RegisterBenchmark(("ScoreLattice" + shape + v.suffix).c_str(), lattice_bench,
-                                     LatticeCase{blocks, v.ranks, v.sharded, v.temperature, v.p_min, v.max_cluster, false})
-            ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
+        for (bool unchecked : {false, true}) {
+          if (unchecked && v.ranks == 1) continue;
+          benchmark::RegisterBenchmark(("ScoreLattice" + shape + v.suffix + (unchecked ? "/unchecked" : "")).c_str(),
+                                       lattice_bench,
+                                       LatticeCase{blocks, v.ranks, v.sharded, v.temperature, v.p_min, v.max_cluster, false,
+                                                   unchecked})
+              ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
+        }
       benchmark::RegisterBenchmark(("ScoreLattice" + shape + "/hot").c_str(), lattice_bench,
-                                   LatticeCase{blocks, 1, false, 0, 0, 0, true})
+                                   LatticeCase{blocks, 1, false, 0, 0, 0, true, false})
           ->UseManualTime()->Iterations(200)->Unit(benchmark::kMicrosecond);
     }
     // The sweep the gate's tile choice and n_embd split are tuned on (cluster sizes over 8 are

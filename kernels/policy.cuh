@@ -98,6 +98,13 @@ constexpr size_t kPushBudget = 32 * 1024;
 // exchange.
 constexpr int kPackWarps = 8;
 
+// ---- agree_records (kernels/agree_records.cu) ----
+
+// CTAs a block (each its share of the block's hidden rows) and threads a CTA. Not swept: the
+// kernel runs beside the top-K on a group's ranks only.
+constexpr int kAgreeCtas = 8;
+constexpr int kAgreeThreads = 128;
+
 // ---- the DSpark chain (kernels/dspark_chain.cu, kernels/block/dspark_*.cuh) ----
 
 // The pass's tiles (rows x stages), the first that fits the device's shared memory beside the

@@ -14,6 +14,7 @@
 #include "kernels/block/lattice_score.cuh"
 #include "kernels/block/lattice_walk.cuh"
 #include "kernels/cluster_launch.cuh"
+#include "kernels/common/agree_record.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/dispatch.cuh"
 #include "kernels/policy.cuh"
@@ -39,6 +40,12 @@ __global__ void __launch_bounds__(kLatticeThreads, kLatticeMinCtas)
   chain_wait();  // the records and g of the kernels before
   const int32_t anchor = a.anchors[b];
   const bool anchor_ok = anchor >= 0 && anchor < a.rows.n_vocab;
+  // A group's records say what each rank was given: in the walker, thread t compares rank
+  // t + 1's with rank 0's; the verdict is met just before the walk, long after the loads land.
+  bool differs = false;
+  if (a.rows.layout.agree_off && rank == 0 && (int)threadIdx.x + 1 < a.rows.n_ranks)
+    differs = agree_diff(*layout_agree(a.rows.layout, (void*)a.rows.recv, b),
+                         *layout_agree(a.rows.layout, rank_records(a.rows, threadIdx.x + 1), b)) != 0;
   uint32_t phase = 0;
   bool started = false;
   for (int p = 1 + rank; p <= L; p += cluster) {
@@ -62,7 +69,7 @@ __global__ void __launch_bounds__(kLatticeThreads, kLatticeMinCtas)
   cluster_arrive_release();
   cluster_wait();
   if (rank != 0) return;
-  walk_block<KP>(a, sm, s, b, anchor_ok);
+  walk_block<KP>(a, sm, s, b, anchor_ok, differs);
 }
 
 template <int KP, dfsel_type T>

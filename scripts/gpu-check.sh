@@ -21,8 +21,10 @@ run_build=1 run_tests=1 run_san=1 run_bench=1
 bench_filter="."
 bench_min="0.02s"
 # Every kernel at small shapes (the *SmallShapesForSanitizers tests: top-K, gate, records,
-# lattice, the whole step), so that racecheck finishes in bounded time.
+# lattice, the whole step), so that racecheck finishes in bounded time; and the groups whose
+# ranks were given different anchors (each plan kind's flag path).
 san_filter="*.SmallShapesForSanitizers:GpuLattice.AnchorOutOfRangeFlagsTheBlockAndEmitsNothing"
+san_filter+=":GpuGroupInputs.DifferentAnchorsFailEveryRank/*:GpuDSparkGroupInputs.DifferentAnchorsFailEveryRank/*"
 san_timeout=600
 while [ $# -gt 0 ]; do
   case $1 in

@@ -16,6 +16,7 @@
 #include "host/backend/cpu_topk.h"
 #include "host/backend/workspace_carve.h"
 #include "host/reference/cpu_reference.h"
+#include "kernels/common/agree_record.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/packed_row.cuh"
 #include "kernels/common/row_source.cuh"
@@ -109,6 +110,9 @@ class CpuBackend final : public CompletesInRun<Backend> {
     };
     pool_.run(n_chunks * n_ranges, gate);
     if (sh_.sharded) pack_records(l, in.anchors, send);
+    // A group's agree section: CPU groups compared the inputs themselves before the run (step.cpp),
+    // so only the anchors are written, and the digests left zero.
+    for (int32_t b = 0; l.agree_off && b < in.n_blocks; ++b) *layout_agree(l, send, b) = AgreeRecord{in.anchors[b], 0, 0, 0};
     return Status::success();
   }
 

@@ -13,8 +13,11 @@
 
 #include "host/backend/backend.h"
 #include "host/backend/cuda_status.h"
+#include "host/backend/device_digest.h"
 #include "host/backend/env_int.h"
+#include "kernels/agree_records.cuh"
 #include "kernels/cluster_launch.cuh"
+#include "kernels/common/agree_record.cuh"
 #include "kernels/gate.cuh"
 #include "kernels/pack_records.cuh"
 #include "kernels/score_lattice.cuh"
@@ -24,8 +27,12 @@ namespace dfsel {
 
 namespace {
 
+// The run's error words (LatticeArgs::error): 1 + a block whose anchor is out of range; 1 + the
+// lowest block whose ranks were given different inputs.
+constexpr int kErrorWords = 2;
+
 struct CudaCarve {
-  size_t scratch, g, send, recv, lattice, choices, error, total;
+  size_t scratch, g, send, recv, lattice, choices, error, agree_sums, agree_tickets, total;
 };
 
 CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
@@ -35,12 +42,16 @@ CudaCarve carve(const dfsel_plan_desc& desc, const PlanShape& sh, int num_sms) {
   size_t off = 0;
   auto take = [&](size_t bytes) { const size_t at = off; off += (bytes + 255) & ~(size_t)255; return at; };
   c.scratch = take(cuda::shard_topk_scratch_bytes(maxd, sh.k, sh.v_end - sh.v_begin, num_sms));
-  c.error = take(sizeof(int32_t));
+  c.error = take(kErrorWords * sizeof(int32_t));
   c.g = take((size_t)maxd * sh.R * sizeof(float));
   c.send = take(l.bytes);
   c.recv = sh.n_ranks == 1 ? c.send : take((size_t)desc.shard.n_ranks * l.bytes);
   c.lattice = take((size_t)maxd * sh.k * sh.k * sizeof(float));
   c.choices = take((size_t)maxd * sh.k * sizeof(int2));
+  if (l.agree_off) {  // a group: agree_records' scratch
+    c.agree_sums = take((size_t)desc.config.max_blocks * sizeof(uint64_t));
+    c.agree_tickets = take((size_t)desc.config.max_blocks * sizeof(uint32_t));
+  }
   c.total = off;
   return c;
 }
@@ -75,6 +86,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     DeviceGuard g(desc_.device);
     if (ready_) cudaEventDestroy(ready_);
+    if (agreed_) cudaEventDestroy(agreed_);
     if (fork_) cudaEventDestroy(fork_);
     if (join_) cudaEventDestroy(join_);
     if (side_) cudaStreamDestroy(side_);
@@ -94,8 +106,15 @@ class CudaBackend final : public Backend {
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
+    DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&agreed_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
     plan_topk_splits();
+    if (sh_.layout_for(desc_.config.max_blocks).agree_off) {
+      // A group's ranks compare W_h through their records: its digest, taken once here.
+      uint64_t w = 0;
+      DFSEL_TRY(device_matrix_digest(desc_.w_h, desc_.device, "w_h", &w));
+      weights_digest_ = digest_fold(w);
+    }
     cuda::LatticeArgs shape = lattice_args(desc_.config.max_blocks);
     const cudaError_t e = cuda::lattice_launch(shape, desc_.device, &lattice_, cap);
     // A carve larger than the device allows is this plan's limit; a refusal before any carve
@@ -119,6 +138,7 @@ class CudaBackend final : public Backend {
     DFSEL_TRY(check_stream(st, desc_.device, true));
     const ExchangeLayout l = sh_.layout_for(in.n_blocks);
     last_anchors_ = in.anchors;
+    last_layout_ = l;
     const RowMap map = drafted_rows(sh_.block_size);
     cuda::ShardTopKArgs t{};
     t.logits = in.logits.data;
@@ -157,10 +177,34 @@ class CudaBackend final : public Backend {
     //    top-K is chained to it and starts beside it (293 against 318 us).
     // After another plan's select on the same stream (a group of plans on one GPU), the first
     // kernel is chained too, so that the two selects share the GPU.
+    // A group's ranks also write what they were given (agree_records) first on the side stream;
+    // the exchange waits for it, and a gate there is chained after it.
     forked_ = cuda::shard_topk_one_wave(t, num_sms_);
-    if (forked_) {
+    const bool agree = l.agree_off != 0;
+    if (forked_ || agree) {
       DFSEL_CUDA_TRY(cudaEventRecord(fork_, st), "cudaEventRecord");
       DFSEL_CUDA_TRY(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent");
+    }
+    if (agree) {
+      cuda::AgreeRecordsArgs r{};
+      r.send = static_cast<uint8_t*>(send_buffer());
+      r.layout = l;
+      r.hidden = static_cast<const uint8_t*>(in.hidden.data);
+      r.h_row_stride = in.hidden.nb[1];
+      r.h_type = in.hidden.type;
+      r.n_embd = sh_.n_embd;
+      r.map = map;
+      r.L = sh_.L;
+      r.anchors = in.anchors;
+      r.scalars = digest_fold(digest_scalars(in.temperature, in.p_min, in.seed, in.n_blocks));
+      r.weights = weights_digest_;
+      r.sums = reinterpret_cast<uint64_t*>(base_ + c_.agree_sums);
+      r.tickets = reinterpret_cast<uint32_t*>(base_ + c_.agree_tickets);
+      DFSEL_CUDA_TRY(cuda::agree_records(r, side_), "agree_records launch");
+      DFSEL_CUDA_TRY(cudaEventRecord(agreed_, side_), "cudaEventRecord");
+      g.chained = forked_ ? 1 : g.chained;
+    }
+    if (forked_) {
       t.chained = follows_select ? 1 : 0;
       DFSEL_CUDA_TRY(cuda::shard_topk(t, num_sms_, st), "shard_topk launch");
       DFSEL_CUDA_TRY(cuda::gate(g, gate_dev_, side_), "gate launch");
@@ -184,6 +228,7 @@ class CudaBackend final : public Backend {
       p.anchors = in.anchors;
       DFSEL_CUDA_TRY(cuda::pack_records(p, st), "pack_records launch");
     }
+    if (agree) DFSEL_CUDA_TRY(cudaStreamWaitEvent(st, agreed_, 0), "cudaStreamWaitEvent");
     if (sh_.n_ranks > 1) DFSEL_CUDA_TRY(cudaEventRecord(ready_, st), "cudaEventRecord");
     return Status::success();
   }
@@ -210,15 +255,17 @@ class CudaBackend final : public Backend {
   Status query(void* stream, bool* done) override { return query_run(static_cast<cudaStream_t>(stream), desc_.device, done); }
   Status wait(void* stream) override { return wait_run(static_cast<cudaStream_t>(stream), desc_.device); }
 
-  // What the completed run found on the device: an anchor id out of range.
+  // What the completed run found on the device: ranks given different inputs, an anchor id out
+  // of range.
   Status report() override {
     DeviceGuard guard(desc_.device);
-    int32_t err = 0;
+    int32_t err[kErrorWords] = {};
     int32_t* dev_err = reinterpret_cast<int32_t*>(base_ + c_.error);
-    DFSEL_CUDA_TRY(cudaMemcpy(&err, dev_err, sizeof err, cudaMemcpyDeviceToHost), "reading the run's error flag");
-    if (err == 0) return Status::success();
-    DFSEL_CUDA_TRY(cudaMemset(dev_err, 0, sizeof err), "clearing the run's error flag");
-    const int b = err - 1;
+    DFSEL_CUDA_TRY(cudaMemcpy(err, dev_err, sizeof err, cudaMemcpyDeviceToHost), "reading the run's error flags");
+    if (err[0] == 0 && err[1] == 0) return Status::success();
+    DFSEL_CUDA_TRY(cudaMemset(dev_err, 0, sizeof err), "clearing the run's error flags");
+    if (err[1] != 0) return ranks_disagree(err[1] - 1);
+    const int b = err[0] - 1;
     int32_t a = 0;
     if (last_anchors_) cudaMemcpy(&a, last_anchors_ + b, sizeof a, cudaMemcpyDeviceToHost);
     return fail(DFSEL_INVALID_ARGUMENT, "inputs.anchors[%d] = %d is outside [0, %" PRId64 "); that block emitted nothing",
@@ -228,6 +275,32 @@ class CudaBackend final : public Backend {
  private:
   void* send_buffer() { return base_ + c_.send; }
   void* recv_buffer() { return base_ + c_.recv; }
+
+  // The lattice found block b's agree records different (kernels/common/agree_record.cuh): the
+  // first rank that differs from rank 0 and what, from every rank's records of the last run.
+  Status ranks_disagree(int b) {
+    const ExchangeLayout& l = last_layout_;
+    std::vector<uint8_t> recv((size_t)sh_.n_ranks * l.bytes);
+    DFSEL_CUDA_TRY(cudaMemcpy(recv.data(), recv_buffer(), recv.size(), cudaMemcpyDeviceToHost), "reading the run's records");
+    uint32_t diff = 0;
+    const int r = first_disagreeing_rank(l, recv.data(), sh_.n_ranks, b, &diff);
+    if (r == sh_.n_ranks)
+      return fail(DFSEL_INTERNAL_ERROR, "the lattice found the ranks' inputs for block %d different; their records agree", b);
+    const AgreeRecord& a = *layout_agree(l, recv.data(), b);
+    const AgreeRecord& o = *layout_agree(l, recv.data() + (size_t)r * l.bytes, b);
+    if (diff & kAgreeAnchor)
+      return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this group were given different inputs: inputs.anchors[%d] is %d on "
+                  "rank 0 and %d on rank %d; every rank must get the same anchors (that block emitted nothing)",
+                  b, a.anchor, o.anchor, r);
+    if (diff & kAgreeScalars)
+      return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this group were given different inputs: rank %d's temperature, p_min, "
+                  "seed or n_blocks differ from rank 0's; every rank must get the same", r);
+    if (diff & kAgreeHidden)
+      return fail(DFSEL_INVALID_ARGUMENT, "the ranks of this group were given different inputs for block %d: rank %d's "
+                  "inputs.hidden rows (type or bytes) differ from rank 0's; every rank must get the same", b, r);
+    return fail(DFSEL_INVALID_ARGUMENT, "rank %d's plan holds a w_h with other values than rank 0's (a digest of its bytes "
+                "taken at plan creation); every rank of a group must hold the same W_h", r);
+  }
 
   // The lattice's arguments that do not change between runs of n_blocks blocks.
   cuda::LatticeArgs lattice_args(int32_t n_blocks) {
@@ -281,9 +354,12 @@ class CudaBackend final : public Backend {
   uint8_t* base_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  cudaEvent_t agreed_ = nullptr;  // agree_records done on side_
   cudaStream_t side_ = nullptr;  // the gate's, when it runs beside a one-wave top-K
   bool forked_ = false;          // this run's select put the gate on side_
   const int32_t* last_anchors_ = nullptr;
+  ExchangeLayout last_layout_{};
+  uint32_t weights_digest_ = 0;  // digest_fold of W_h's matrix_digest (a group's plans)
 };
 
 }  // namespace

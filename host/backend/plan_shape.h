@@ -19,8 +19,9 @@ struct PlanShape {
   bool sharded;
   int32_t n_ranks;
   Transform transform;  // logit_scale 0 resolved to 1
+  // A group's records also carry what each rank was given (agree_record.cuh).
   ExchangeLayout layout_for(int32_t n_blocks) const {
-    return make_exchange_layout(k, n_blocks, block_size, sharded, cb_row_bytes);
+    return make_exchange_layout(k, n_blocks, block_size, sharded, cb_row_bytes, n_ranks > 1);
   }
 };
 

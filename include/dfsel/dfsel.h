@@ -237,10 +237,13 @@ DFSEL_API dfsel_status dfsel_plan_run(dfsel_plan* plan, const dfsel_inputs* in,
  * before anything runs and refuses a difference with DFSEL_INVALID_ARGUMENT, naming the first
  * one and its rank: anchors by value, the hidden rows a run reads (not the anchor positions')
  * by type and bytes, the scalars bit for bit (-0 is not 0), W_h by a digest of its bytes taken
- * at plan creation. The codebooks are not compared (every rank holds its own rows, or in the
- * replicated placement all V of them, too many to read per call), nor are the inputs or
- * weights of CUDA plans (device memory) or of plans with an NCCL communicator: those the
- * caller keeps equal. The outcome is recorded in every plan given (n >= 1 and plans not
+ * at plan creation. CUDA plans (in process or with an NCCL communicator) compare the same
+ * through their records: each rank sends its anchors and digests of the scalars, of the hidden
+ * rows it reads and of W_h (taken at plan creation); a block whose ranks differ walks nothing
+ * (path -1, n_emitted 0) on every rank, and every rank's dfsel_plan_check / dfsel_plan_wait
+ * returns DFSEL_INVALID_ARGUMENT naming the first difference and its rank. The codebooks are
+ * not compared (every rank holds its own rows, or in the replicated placement all V of them,
+ * too many to read per call). The outcome is recorded in every plan given (n >= 1 and plans not
  * NULL); DFSEL_INVALID_ARGUMENT with n <= 0 or plans == NULL is recorded in none. */
 DFSEL_API dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in,
                                        const dfsel_outputs* out, void* const* streams);

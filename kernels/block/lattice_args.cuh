@@ -39,7 +39,9 @@ struct LatticeArgs {
   float* lattice;           // [n_blocks * L][K][K]
   int2* choices;            // [n_blocks * L][K]: the walk's choice from each lattice row (with
                             // the kWalkStop flag) and the token id it emits
-  int32_t* error;           // set to 1 + block index of an anchor out of range; never cleared here
+  int32_t* error;           // [0]: 1 + a block whose anchor is out of range; [1] (layout with an
+                            // agree section): 1 + the lowest block whose ranks' records say
+                            // they were given different inputs. Never cleared here
 };
 
 // Shared memory carve of one CTA; offsets in bytes.

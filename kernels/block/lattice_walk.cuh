@@ -8,6 +8,7 @@
 
 #include "kernels/block/lattice_choice.cuh"
 #include "kernels/block/lattice_cta.cuh"
+#include "kernels/common/error_flag.cuh"
 #include "kernels/common/packed_row.cuh"
 #include "kernels/common/row_source.cuh"
 #include "kernels/common/walk.cuh"
@@ -70,10 +71,12 @@ __device__ void write_row(const LatticeArgs& a, const LatticeSmem& sm, const Lat
 // The walk of block b in its walker, once every CTA of the cluster has released its steps:
 // one thread follows them (L dependent shared loads; from the workspace, a chunk of positions
 // staged at a time), then the path, the emitted ids and the q rows are written in parallel.
+// A block whose ranks were given different inputs (some thread's `differs`) walks nothing.
 template <int KP>
 __device__ void walk_block(const LatticeArgs& a, const LatticeSmem& sm, const LatticeShared<KP>& s, int b,
-                           bool anchor_ok) {
+                           bool anchor_ok, bool differs) {
   const int K = a.k, L = a.block_size - 1, tid = threadIdx.x;
+  const bool agree = a.rows.layout.agree_off == 0 || !__syncthreads_or(differs);
   const int2* table = s.table;
   auto step = [&](int p, int row, int j) {
     s.used[p] = row;
@@ -84,7 +87,7 @@ __device__ void walk_block(const LatticeArgs& a, const LatticeSmem& sm, const La
     for (int p = p0 + tid; p < p1; p += kLatticeThreads)
       a.path[(size_t)b * L + p] = s.pick[p] >= 0 ? table[(p - p0) * KP + s.used[p]].y : -1;
   };
-  WalkState st{0, 0, anchor_ok};
+  WalkState st{0, 0, anchor_ok && agree};
   if (sm.push_choices) {
     if (tid == 0) walk_steps(st, 0, L, [&](int p, int i) { return table[p * KP + i].x; }, step);
     __syncthreads();
@@ -105,6 +108,7 @@ __device__ void walk_block(const LatticeArgs& a, const LatticeSmem& sm, const La
   if (tid == 0) {
     a.n_emitted[b] = st.n;
     if (!anchor_ok && a.error) atomicCAS(a.error, 0, 1 + b);
+    if (!agree && a.error) flag_lowest_block(a.error + 1, b);
   }
   if (!(a.walk.temperature > 0.0f && a.q)) return;
   if (sm.push_q) {  // q rows from the pushed ones, an element a thread

@@ -5,6 +5,8 @@
 //   rows    [n_drafted][K][2][row_pad]   sharded placement only: e_prev row, e_next row of
 //                                        each local candidate, bytes as stored
 //   anchor  [n_blocks] { int32 owned; pad; e_prev row }  sharded only: written by the owner
+//   agree   [n_blocks] AgreeRecord                       several ranks (CUDA plans): what the
+//                                                        rank was given (agree_record.cuh)
 #pragma once
 
 #include <stddef.h>
@@ -26,11 +28,12 @@ struct ExchangeLayout {
   size_t rows_off;
   size_t anchor_off;
   size_t anchor_stride;
+  size_t agree_off;   // 0: no agree section
   size_t bytes;       // per rank, a multiple of 16
 };
 
 DFSEL_HD ExchangeLayout make_exchange_layout(int k, int n_blocks, int block_size, bool sharded,
-                                             size_t codebook_row_bytes) {
+                                             size_t codebook_row_bytes, bool agree = false) {
   ExchangeLayout l;
   l.k = k;
   l.n_blocks = n_blocks;
@@ -42,7 +45,9 @@ DFSEL_HD ExchangeLayout make_exchange_layout(int k, int n_blocks, int block_size
   const size_t rows_bytes = sharded ? (size_t)l.n_drafted * k * 2 * l.row_pad : 0;
   l.anchor_off = l.rows_off + rows_bytes;
   l.anchor_stride = 16 + l.row_pad;
-  l.bytes = l.anchor_off + (sharded ? (size_t)n_blocks * l.anchor_stride : 0);
+  const size_t end = l.anchor_off + (sharded ? (size_t)n_blocks * l.anchor_stride : 0);
+  l.agree_off = agree ? end : 0;
+  l.bytes = end + (agree ? (size_t)n_blocks * 16 : 0);
   return l;
 }
 

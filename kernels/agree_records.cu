@@ -1,0 +1,55 @@
+// agree_records: each CTA sums the digest terms (kernels/common/digest.cuh) of rows c, c + C, ...
+// of its block, adds them to the block's sum (a sum mod 2^64: any order gives the same bits),
+// and the block's last CTA, by its ticket, writes the record and resets the scratch.
+#include "kernels/agree_records.cuh"
+
+#include "kernels/common/agree_record.cuh"
+#include "kernels/common/chain.cuh"
+#include "kernels/common/digest.cuh"
+#include "kernels/common/numeric.cuh"
+#include "kernels/policy.cuh"
+
+namespace dfsel::cuda {
+namespace {
+
+__device__ __forceinline__ uint64_t shfl_down_u64(uint64_t v, int delta) {
+  const uint32_t lo = __shfl_down_sync(0xffffffffu, (uint32_t)v, delta);
+  const uint32_t hi = __shfl_down_sync(0xffffffffu, (uint32_t)(v >> 32), delta);
+  return ((uint64_t)hi << 32) | lo;
+}
+
+__global__ void __launch_bounds__(kAgreeThreads) agree_kernel(const AgreeRecordsArgs a) {
+  chain_release();  // what follows on the stream (the gate) reads none of this
+  __shared__ uint64_t warp_sum[kAgreeThreads / 32];
+  const int b = blockIdx.x, c = blockIdx.y, ctas = gridDim.y, tid = threadIdx.x;
+  const int32_t anchor = tid == 0 ? a.anchors[b] : 0;
+  const size_t n = row_bytes(a.h_type, a.n_embd);
+  uint64_t h = 0;
+  for (int p = c; p < a.L; p += ctas)
+    h += digest_row(a.hidden + map_row(a.map, (int64_t)b * a.L + p) * a.h_row_stride, n, (uint64_t)p, tid, kAgreeThreads);
+  for (int off = 16; off > 0; off >>= 1) h += shfl_down_u64(h, off);
+  if ((tid & 31) == 0) warp_sum[tid >> 5] = h;
+  __syncthreads();
+  if (tid != 0) return;
+  for (int w = 1; w < kAgreeThreads / 32; ++w) h += warp_sum[w];
+  atomicAdd((unsigned long long*)&a.sums[b], (unsigned long long)h);
+  __threadfence();
+  if (atomicAdd(&a.tickets[b], 1u) != (unsigned)ctas - 1) return;
+  __threadfence();
+  const uint64_t total = atomicExch((unsigned long long*)&a.sums[b], 0ull);
+  a.tickets[b] = 0;
+  const uint32_t hidden = digest_fold(total + digest_term(kDigestType, (uint32_t)a.h_type));
+  *layout_agree(a.layout, a.send, b) = AgreeRecord{anchor, a.scalars, hidden, a.weights};
+}
+
+}  // namespace
+
+cudaError_t agree_records(const AgreeRecordsArgs& a, cudaStream_t stream) {
+  if (a.layout.agree_off == 0) return cudaErrorInvalidValue;
+  if (a.layout.n_blocks == 0) return cudaSuccess;
+  const int ctas = a.L < kAgreeCtas ? (a.L > 0 ? a.L : 1) : kAgreeCtas;
+  agree_kernel<<<dim3((unsigned)a.layout.n_blocks, (unsigned)ctas), kAgreeThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace dfsel::cuda
