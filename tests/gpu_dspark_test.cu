@@ -465,9 +465,7 @@ TEST(GpuDSpark, BatchingChangesNoBit) {
           EXPECT_EQ(dspark_bitwise_diff(first_blocks(session.download(), n, c.N), first_blocks(all, n, c.N)), "")
               << "the plan of 12 blocks";
         }
-        // Plans for fewer blocks, each made after the plan of 12 has run its last (a plan made
-        // with a smaller carve lowers the pass kernels' shared-memory attribute under an earlier
-        // plan of a larger one: GpuDSpark.DISABLED_PlansOfDifferentSizesInterleave).
+        // Plans for fewer blocks, each made after the plan of 12 has run its last.
         for (int n : {1, 3, 8}) {
           SCOPED_TRACE("a plan of " + std::to_string(n) + " blocks");
           const DSparkResult want = first_blocks(all, n, c.N);
@@ -483,12 +481,9 @@ TEST(GpuDSpark, BatchingChangesNoBit) {
 }
 
 // Two plans of one device whose pass carves differ (config.max_blocks 12 and 1), the larger made
-// first and run after the smaller was made: both must run. Today the later plan's creation sets
-// the pass kernels' dynamic shared-memory attribute to its own, smaller carve, and the larger
-// plan's next launch fails with cudaErrorInvalidValue (found 2026-12-02 on an H200; the fix,
-// raising the attribute to the device's opt-in limit at every plan creation, has not run on a
-// GPU yet, so neither it nor this test is enabled).
-TEST(GpuDSpark, DISABLED_PlansOfDifferentSizesInterleave) {
+// first and run after the smaller was made: both run (a later plan's smaller carve once lowered
+// the pass kernels' shared-memory attribute under the earlier plan, whose launch then failed).
+TEST(GpuDSpark, PlansOfDifferentSizesInterleave) {
   DFSEL_REQUIRE_GPUS(1);
   DSparkCase c = sized(3000, 64, 0, 4, 12);
   c.w1_t = c.w2_t = DFSEL_TYPE_BF16;

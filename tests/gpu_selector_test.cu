@@ -232,6 +232,40 @@ TEST(GpuSelector, OutOfRangeAnchorIsReported) {
   EXPECT_EQ(y.status, DFSEL_SUCCESS) << y.error;
 }
 
+// Two plans whose lattice carves differ (R 256 and R 32, the same kernel instance), the larger
+// made first and run after the smaller was made: the later plan must not lower the kernel's
+// shared-memory limit under the earlier one.
+TEST(GpuSelector, PlansOfDifferentCarvesInterleave) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  Case large;
+  large.V = 6000;
+  large.K = 16;
+  large.R = 256;
+  large.E = 512;
+  large.block = 16;
+  large.cb_t = DFSEL_TYPE_BF16;
+  Case small = large;
+  small.R = 32;
+  const Data dl = make_data(large, seed), ds = make_data(small, seed + 1);
+  RunOpts r;
+  r.backend = DFSEL_BACKEND_CUDA;
+  Session a(large, dl, r);
+  Result ra;
+  ASSERT_EQ(a.create(&ra), DFSEL_SUCCESS) << ra.error;
+  Session b(small, ds, r);
+  Result rb;
+  ASSERT_EQ(b.create(&rb), DFSEL_SUCCESS) << rb.error;
+  ASSERT_EQ(a.run(), DFSEL_SUCCESS);
+  const Result got = a.collect();
+  ASSERT_EQ(got.status, DFSEL_SUCCESS) << got.error;
+  r.backend = DFSEL_BACKEND_CPU;
+  const Result cpu = run_case(large, dl, r);
+  ASSERT_EQ(cpu.status, DFSEL_SUCCESS) << cpu.error;
+  EXPECT_EQ(compare_greedy(large, cpu, got, 0.0f, kTol), "");
+}
+
 // DFSEL_MAX_CLUSTER: a malformed value is refused at plan creation with the value named; a cap
 // (the portable 8, a non-portable 12, none at 1) still matches the CPU on a shape whose gate
 // splits n_embd over 16 CTAs and whose lattice takes clusters of 15 when uncapped.
