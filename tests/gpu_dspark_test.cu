@@ -411,10 +411,7 @@ TEST(GpuDSpark, SecondRunBitwiseTheFirst) {
         DSparkCudaSession session(c, d, r);
         DSparkResult runs[2];
         for (DSparkResult& x : runs) {
-          session.poison_outputs();
-          session.enqueue();
-          session.wait();
-          x = session.download();
+          x = session.run_once();
           ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
         }
         EXPECT_EQ(dspark_bitwise_diff(runs[1], runs[0]), "");
@@ -451,18 +448,14 @@ TEST(GpuDSpark, BatchingChangesNoBit) {
         SCOPED_TRACE(p.str());
         DSparkCudaSession session(c, d, r);
         ASSERT_TRUE(session.ok()) << session.error;
-        session.poison_outputs();
-        session.enqueue();
-        ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
-        const DSparkResult all = session.download();
+        const DSparkResult all = session.run_once();
         ASSERT_EQ(all.status, DFSEL_SUCCESS) << all.error;
         expect_result_matches_cpu(c, d, r, all, mma);
         for (int n : {1, 3, 8}) {
           SCOPED_TRACE("the first " + std::to_string(n) + " blocks");
-          session.poison_outputs();
-          ASSERT_EQ(session.enqueue(n), DFSEL_SUCCESS) << session.error;
-          ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
-          EXPECT_EQ(dspark_bitwise_diff(first_blocks(session.download(), n, c.N), first_blocks(all, n, c.N)), "")
+          const DSparkResult x = session.run_once(n);
+          ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+          EXPECT_EQ(dspark_bitwise_diff(first_blocks(x, n, c.N), first_blocks(all, n, c.N)), "")
               << "the plan of 12 blocks";
         }
         // Plans for fewer blocks, each made after the plan of 12 has run its last.
@@ -541,10 +534,7 @@ TEST(GpuDSpark, OutOfRangeAnchorIsReportedByWait) {
       // The same plans with a valid anchor run, bitwise the CPU backend.
       d.anchors[1] = (int32_t)(c.V_target - 1);
       session.upload_inputs(d);
-      session.poison_outputs();
-      session.enqueue();
-      ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
-      const DSparkResult y = session.download();
+      const DSparkResult y = session.run_once();
       ASSERT_EQ(y.status, DFSEL_SUCCESS) << y.error;
       expect_result_matches_cpu(c, d, r, y, false);
     }
@@ -568,9 +558,8 @@ TEST(GpuDSpark, D2tChangedAfterCreationIsReportedByWait) {
     const Product chains(false);  // an F32 W2
     DSparkCudaSession session(c, d, r);
     ASSERT_TRUE(session.ok()) << session.error;
-    session.enqueue();
-    ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
-    const DSparkResult first = session.download();
+    const DSparkResult first = session.run_once();
+    ASSERT_EQ(first.status, DFSEL_SUCCESS) << first.error;
     const int32_t id = first.draft_ids[1];  // block 0, step 2
     ASSERT_GE(id, 0);
     d.d2t[(size_t)id] = 1 << 30;
@@ -585,9 +574,9 @@ TEST(GpuDSpark, D2tChangedAfterCreationIsReportedByWait) {
     session.status = DFSEL_SUCCESS;
     d.d2t[(size_t)id] = 5;
     session.upload_inputs(d);
-    session.enqueue();
-    ASSERT_EQ(session.wait(), DFSEL_SUCCESS) << session.error;
-    expect_result_matches_cpu(c, d, r, session.download(), false);
+    const DSparkResult again = session.run_once();
+    ASSERT_EQ(again.status, DFSEL_SUCCESS) << again.error;
+    expect_result_matches_cpu(c, d, r, again, false);
   }
 }
 
@@ -865,9 +854,8 @@ TEST(GpuDSpark, SmallShapesForSanitizers) {
   DSparkData d = make_dspark_data(c, rng());
   d.anchors[0] = (int32_t)c.V;
   DSparkCudaSession session(c, d, DSparkRunOpts{});
-  session.poison_outputs();
-  session.enqueue();
-  EXPECT_EQ(session.wait(), DFSEL_INVALID_ARGUMENT) << session.error;
+  const DSparkResult x = session.run_once();
+  EXPECT_EQ(x.status, DFSEL_INVALID_ARGUMENT) << x.error;
 }
 
 }  // namespace

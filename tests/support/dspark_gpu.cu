@@ -310,6 +310,13 @@ DSparkResult DSparkCudaSession::download() const {
   return res[0];
 }
 
+DSparkResult DSparkCudaSession::run_once(int n_blocks) {
+  poison_outputs();  // each step does nothing once one has failed; download reports that failure
+  enqueue(n_blocks);
+  wait();
+  return download();
+}
+
 bool dspark_cuda_uses_mma(const DSparkCase& c) {
   const char* product = std::getenv("DFSEL_DSPARK_PRODUCT");
   if (product != nullptr && std::strcmp(product, "chains") == 0) return false;
@@ -321,10 +328,7 @@ bool dspark_cuda_uses_mma(const DSparkCase& c) {
 
 DSparkResult run_dspark_cuda(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, const DSparkCudaOpts& o) {
   DSparkCudaSession session(c, d, r, o);
-  session.poison_outputs();
-  session.enqueue();
-  session.wait();
-  return session.download();
+  return session.run_once();
 }
 
 }  // namespace dfsel::test

@@ -51,6 +51,9 @@ class DSparkCudaSession {
   dfsel_status wait();
   // Every rank's outputs copied back; ranks that differ from rank 0 make an INTERNAL_ERROR.
   DSparkResult download() const;
+  // poison_outputs, enqueue(n_blocks), wait, download: one run, its result carrying the
+  // status and message of the first step that failed.
+  DSparkResult run_once(int n_blocks = 0);
 
   int ranks() const { return (int)plans.size(); }
   size_t workspace_bytes(int s) const { return ws_bytes[s]; }
