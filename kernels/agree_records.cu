@@ -3,6 +3,7 @@
 // and the block's last CTA, by its ticket, writes the record and resets the scratch.
 #include "kernels/agree_records.cuh"
 
+#include "kernels/cluster_launch.cuh"
 #include "kernels/common/agree_record.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/common/digest.cuh"
@@ -19,7 +20,7 @@ __device__ __forceinline__ uint64_t shfl_down_u64(uint64_t v, int delta) {
 }
 
 __global__ void __launch_bounds__(kAgreeThreads) agree_kernel(const AgreeRecordsArgs a) {
-  chain_release();  // what follows on the stream (the gate) reads none of this
+  chain_release();
   __shared__ uint64_t warp_sum[kAgreeThreads / 32];
   const int b = blockIdx.x, c = blockIdx.y, ctas = gridDim.y, tid = threadIdx.x;
   const int32_t anchor = tid == 0 ? a.anchors[b] : 0;
@@ -30,8 +31,12 @@ __global__ void __launch_bounds__(kAgreeThreads) agree_kernel(const AgreeRecords
   for (int off = 16; off > 0; off >>= 1) h += shfl_down_u64(h, off);
   if ((tid & 31) == 0) warp_sum[tid >> 5] = h;
   __syncthreads();
-  if (tid != 0) return;
+  if (tid != 0) {
+    chain_wait();
+    return;
+  }
   for (int w = 1; w < kAgreeThreads / 32; ++w) h += warp_sum[w];
+  chain_wait();  // chained: completes after the kernels before it (no other reads or writes this)
   atomicAdd((unsigned long long*)&a.sums[b], (unsigned long long)h);
   __threadfence();
   if (atomicAdd(&a.tickets[b], 1u) != (unsigned)ctas - 1) return;
@@ -48,8 +53,10 @@ cudaError_t agree_records(const AgreeRecordsArgs& a, cudaStream_t stream) {
   if (a.layout.agree_off == 0) return cudaErrorInvalidValue;
   if (a.layout.n_blocks == 0) return cudaSuccess;
   const int ctas = a.L < kAgreeCtas ? (a.L > 0 ? a.L : 1) : kAgreeCtas;
-  agree_kernel<<<dim3((unsigned)a.layout.n_blocks, (unsigned)ctas), kAgreeThreads, 0, stream>>>(a);
-  return cudaGetLastError();
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg =
+      launch_config(dim3((unsigned)a.layout.n_blocks, (unsigned)ctas), kAgreeThreads, 0, stream, 1, true, attr);
+  return cudaLaunchKernelEx(&cfg, agree_kernel, a);
 }
 
 }  // namespace dfsel::cuda

@@ -29,8 +29,9 @@ struct AgreeRecordsArgs {
 };
 
 // n_blocks x kAgreeCtas CTAs, each digesting a share of its block's hidden rows; the last of a
-// block writes the record. Launched normally; lets a chained kernel after it start at once.
-// Never allocates; graph-capturable.
+// block writes the record. Chained after the step's other kernels (kernels/common/chain.cuh:
+// before its wait it reads only the step's inputs and writes only the agree section and its
+// scratch). Never allocates; graph-capturable.
 cudaError_t agree_records(const AgreeRecordsArgs& args, cudaStream_t stream);
 
 }  // namespace dfsel::cuda

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <mutex>
+
 namespace dfsel::cuda {
 
 constexpr int kPortableCluster = 8;  // every sm_90 part launches clusters of 8
@@ -36,17 +38,18 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t smem, cud
   return cfg;
 }
 
-// Lets `kernel` take all the dynamic shared memory a CTA of the current device can have beside
-// its static shared memory. Set to the device's limit rather than to one plan's carve, which a
-// later plan with a smaller carve would lower under the earlier plan's launches; the same value
-// for every plan, so plans made at once on several threads agree.
-inline cudaError_t allow_all_shared_memory(const void* kernel, int device) {
-  int optin = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+// Lets `kernel` take at least `bytes` of dynamic shared memory on the current device: raised,
+// never lowered, so that a later plan with a smaller carve leaves an earlier plan's launches
+// their limit. The read and the raise are one step under a lock, as plans may be made on
+// several threads at once (the attribute is the process's, per device). Raising it to the
+// device's whole limit instead made a DSpark chain 2% slower (bench/results/README.md).
+inline cudaError_t raise_shared_memory_limit(const void* kernel, size_t bytes) {
+  static std::mutex lock;
+  std::lock_guard<std::mutex> hold(lock);
   cudaFuncAttributes fa{};
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, kernel);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)fa.sharedSizeBytes);
+  const cudaError_t e = cudaFuncGetAttributes(&fa, kernel);
+  if (e != cudaSuccess || (size_t)fa.maxDynamicSharedSizeBytes >= bytes) return e;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
 // Whether the current device can hold one cluster of `cluster` CTAs of `kernel` (threads, smem

@@ -604,7 +604,7 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkTile a
   l.threads = 2 * l.shape.tile_rows;
   int per_sm = 0;
   for (DSparkPassKernel k : l.kernels) {
-    e = allow_all_shared_memory((const void*)k, device);
+    e = raise_shared_memory_limit((const void*)k, l.smem);
     if (e != cudaSuccess) return e;
   }
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernels[3], l.threads, l.smem);

@@ -178,7 +178,7 @@ cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out,
       if (out->smem.bytes > (size_t)optin) return cudaErrorInvalidValue;
       // Raised for the plan's device (the caller's current device); the attributes stay.
       void* kernel = kernel_of<KP.value, T.value>();
-      cudaError_t r = allow_all_shared_memory(kernel, device);
+      cudaError_t r = raise_shared_memory_limit(kernel, out->smem.bytes);
       if (r != cudaSuccess) return r;
       const int want = std::min(L, max_cluster > 0 ? std::min(max_cluster, kMaxCluster) : kMaxCluster);
       out->cluster = cluster_that_fits(kernel, out->smem.bytes, want);

@@ -86,7 +86,6 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     DeviceGuard g(desc_.device);
     if (ready_) cudaEventDestroy(ready_);
-    if (agreed_) cudaEventDestroy(agreed_);
     if (fork_) cudaEventDestroy(fork_);
     if (join_) cudaEventDestroy(join_);
     if (side_) cudaStreamDestroy(side_);
@@ -106,7 +105,6 @@ class CudaBackend final : public Backend {
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
-    DFSEL_CUDA_TRY(cudaEventCreateWithFlags(&agreed_, cudaEventDisableTiming), "cudaEventCreate");
     DFSEL_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
     plan_topk_splits();
     if (sh_.layout_for(desc_.config.max_blocks).agree_off) {
@@ -177,32 +175,10 @@ class CudaBackend final : public Backend {
     //    top-K is chained to it and starts beside it (293 against 318 us).
     // After another plan's select on the same stream (a group of plans on one GPU), the first
     // kernel is chained too, so that the two selects share the GPU.
-    // A group's ranks also write what they were given (agree_records) first on the side stream;
-    // the exchange waits for it, and a gate there is chained after it.
     forked_ = cuda::shard_topk_one_wave(t, num_sms_);
-    const bool agree = l.agree_off != 0;
-    if (forked_ || agree) {
+    if (forked_) {
       DFSEL_CUDA_TRY(cudaEventRecord(fork_, st), "cudaEventRecord");
       DFSEL_CUDA_TRY(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent");
-    }
-    if (agree) {
-      cuda::AgreeRecordsArgs r{};
-      r.send = static_cast<uint8_t*>(send_buffer());
-      r.layout = l;
-      r.hidden = static_cast<const uint8_t*>(in.hidden.data);
-      r.h_row_stride = in.hidden.nb[1];
-      r.h_type = in.hidden.type;
-      r.n_embd = sh_.n_embd;
-      r.map = map;
-      r.L = sh_.L;
-      r.anchors = in.anchors;
-      r.scalars = digest_fold(digest_scalars(in.temperature, in.p_min, in.seed, in.n_blocks));
-      r.weights = weights_digest_;
-      r.sums = reinterpret_cast<uint64_t*>(base_ + c_.agree_sums);
-      r.tickets = reinterpret_cast<uint32_t*>(base_ + c_.agree_tickets);
-      DFSEL_CUDA_TRY(cuda::agree_records(r, side_), "agree_records launch");
-      DFSEL_CUDA_TRY(cudaEventRecord(agreed_, side_), "cudaEventRecord");
-      g.chained = forked_ ? 1 : g.chained;
     }
     if (forked_) {
       t.chained = follows_select ? 1 : 0;
@@ -228,7 +204,25 @@ class CudaBackend final : public Backend {
       p.anchors = in.anchors;
       DFSEL_CUDA_TRY(cuda::pack_records(p, st), "pack_records launch");
     }
-    if (agree) DFSEL_CUDA_TRY(cudaStreamWaitEvent(st, agreed_, 0), "cudaStreamWaitEvent");
+    // A group's ranks also write what they were given, chained last on the caller's stream: it
+    // runs beside the top-K's tail, and the exchange after it waits for every kernel before.
+    if (l.agree_off) {
+      cuda::AgreeRecordsArgs r{};
+      r.send = static_cast<uint8_t*>(send_buffer());
+      r.layout = l;
+      r.hidden = static_cast<const uint8_t*>(in.hidden.data);
+      r.h_row_stride = in.hidden.nb[1];
+      r.h_type = in.hidden.type;
+      r.n_embd = sh_.n_embd;
+      r.map = map;
+      r.L = sh_.L;
+      r.anchors = in.anchors;
+      r.scalars = digest_fold(digest_scalars(in.temperature, in.p_min, in.seed, in.n_blocks));
+      r.weights = weights_digest_;
+      r.sums = reinterpret_cast<uint64_t*>(base_ + c_.agree_sums);
+      r.tickets = reinterpret_cast<uint32_t*>(base_ + c_.agree_tickets);
+      DFSEL_CUDA_TRY(cuda::agree_records(r, st), "agree_records launch");
+    }
     if (sh_.n_ranks > 1) DFSEL_CUDA_TRY(cudaEventRecord(ready_, st), "cudaEventRecord");
     return Status::success();
   }
@@ -354,7 +348,6 @@ class CudaBackend final : public Backend {
   uint8_t* base_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
-  cudaEvent_t agreed_ = nullptr;  // agree_records done on side_
   cudaStream_t side_ = nullptr;  // the gate's, when it runs beside a one-wave top-K
   bool forked_ = false;          // this run's select put the gate on side_
   const int32_t* last_anchors_ = nullptr;

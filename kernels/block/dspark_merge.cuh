@@ -72,6 +72,9 @@ __device__ __forceinline__ void dspark_merge_block(const DSparkChainArgs& a, int
   if (a.n_ranks > 1 && x == (a.sharded_w1 ? 0 : 1) && !dspark_inputs_agree(lay, a.recv, a.n_ranks, b, &other)) {
     if (lane == 0) {
       a.state[b] = DSparkChainState{0, 0, -INFINITY, 0.0f};
+      // Replicated W1: begin gave step 1 a confidence from this rank's own anchor; cleared, so
+      // that every rank's outputs are the same bits.
+      if (a.out.confidence) a.out.confidence[dspark_cell(b, a.N, 1)] = 0.0f;
       flag_lowest_block(&a.error[7], b);
     }
     return;
