@@ -28,8 +28,8 @@ struct AgreeRecordsArgs {
   uint32_t* tickets;  // resets both)
 };
 
-// n_blocks x kAgreeCtas CTAs, each digesting a share of its block's hidden rows; the last of a
-// block writes the record. Chained after the step's other kernels (kernels/common/chain.cuh:
+// n_blocks x L CTAs, each digesting one drafted hidden row; the last of a block writes the
+// record. Chained after the step's other kernels (kernels/common/chain.cuh:
 // before its wait it reads only the step's inputs and writes only the agree section and its
 // scratch). Never allocates; graph-capturable.
 cudaError_t agree_records(const AgreeRecordsArgs& args, cudaStream_t stream);

@@ -100,10 +100,11 @@ constexpr int kPackWarps = 8;
 
 // ---- agree_records (kernels/agree_records.cu) ----
 
-// CTAs a block (each its share of the block's hidden rows) and threads a CTA. Not swept: the
-// kernel runs beside the top-K on a group's ranks only.
-constexpr int kAgreeCtas = 8;
-constexpr int kAgreeThreads = 128;
+// One CTA a drafted row; its threads a CTA, and the 8-byte words a thread loads at once. Eight
+// CTAs a block, each looping over rows one word a thread at a time, made a two-rank simulated
+// step 8 us slower (its loads waited one by one); not swept further.
+constexpr int kAgreeThreads = 256;
+constexpr int kAgreeLoads = 8;
 
 // ---- the DSpark chain (kernels/dspark_chain.cu, kernels/block/dspark_*.cuh) ----
 
