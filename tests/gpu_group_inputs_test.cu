@@ -34,7 +34,7 @@ class CudaGroup {
   CudaGroup(const Case& c, const Data& d, const std::vector<int64_t>& bounds, dfsel_placement pl,
             float temperature = 0.0f)
       : c_(c), d_(d), bounds_(bounds), placement_(pl) {
-    const int S = (int)bounds.size() - 1;
+    const int S = n_ranks_ = (int)bounds.size() - 1;
     nd_ = (size_t)c.blocks * (c.block - 1);
     for (int s = 0; s < S; ++s) {
       ranks_.emplace_back(new Rank);
@@ -139,7 +139,7 @@ class CudaGroup {
 
   void create(int s) {
     Rank& k = *ranks_[s];
-    const int S = (int)ranks_.size();
+    const int S = n_ranks_;
     const size_t cb_row = row_bytes(c_.cb_t, c_.R);
     const int64_t rows = placement_ == DFSEL_CODEBOOKS_SHARDED ? bounds_[s + 1] - bounds_[s] : c_.V;
     dfsel_plan_desc desc = cpu_desc(c_, d_, s, S, bounds_[s], bounds_[s + 1]);
@@ -159,6 +159,7 @@ class CudaGroup {
   Data d_;
   std::vector<int64_t> bounds_;
   dfsel_placement placement_;
+  int n_ranks_ = 0;
   size_t nd_ = 0;
   std::vector<std::unique_ptr<Rank>> ranks_;
 };
