@@ -36,7 +36,9 @@ def main():
         ma, mb = statistics.median(ta[name]), statistics.median(tb[name])
         rows.append((name, ma, mb, mb / ma, min(ta[name]), max(ta[name]), min(tb[name]), max(tb[name])))
     gpu = ctx.get("gpu", ctx.get("host_name", ""))
-    print(f"A/B on {gpu}, {len(args.a)} runs of each build, alternating; median real time in us")
+    runs = f"{len(args.a)} runs of each build" if len(args.a) == len(args.b) else \
+        f"{len(args.a)} runs of {args.label_a}, {len(args.b)} of {args.label_b}"
+    print(f"A/B on {gpu}, {runs}, alternating; median real time in us")
     if args.command:
         print(f"\nCommand: `{args.command}`\n")
     print(f"| benchmark | {args.label_a} | {args.label_b} | {args.label_b} / {args.label_a} | {args.label_a} range | {args.label_b} range |")
