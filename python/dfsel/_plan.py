@@ -358,8 +358,9 @@ def run_group(plans, logits, hidden, anchors, *, temperature=0.0, p_min=0.0, see
     in-process group, or this process's ranks of an NCCL group. logits, hidden, anchors (and
     streams, out when given) are sequences with one entry per plan; every rank gets its own
     slice of the logits and the same anchors and hidden rows (an in-process group of CPU plans
-    refuses a difference, naming it: anchors[1][0], hidden[1] row 5). Returns a list of
-    Outputs."""
+    refuses a difference, naming it: anchors[1][0], hidden[1] row 5; CUDA plans find it on the
+    device, that block drafts nothing, and every rank's check() raises, naming it). Returns a
+    list of Outputs."""
     group_size(plans, logits=logits, hidden=hidden, anchors=anchors, streams=streams, out=out)
     with claimed(plans, Plan):
         return _run_group(plans, logits, hidden, anchors, temperature, p_min, seed, streams, out, packed,
