@@ -41,8 +41,7 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t smem, cud
 // Lets `kernel` take at least `bytes` of dynamic shared memory on the current device: raised,
 // never lowered, so that a later plan with a smaller carve leaves an earlier plan's launches
 // their limit. The read and the raise are one step under a lock, as plans may be made on
-// several threads at once (the attribute is the process's, per device). Raising it to the
-// device's whole limit instead made a DSpark chain 2% slower (bench/results/README.md).
+// several threads at once (the attribute is the process's, per device).
 inline cudaError_t raise_shared_memory_limit(const void* kernel, size_t bytes) {
   static std::mutex lock;
   std::lock_guard<std::mutex> hold(lock);

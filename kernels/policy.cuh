@@ -100,9 +100,10 @@ constexpr int kPackWarps = 8;
 
 // ---- agree_records (kernels/agree_records.cu) ----
 
-// One CTA a drafted row; its threads a CTA, and the 8-byte words a thread loads at once. Eight
-// CTAs a block, each looping over rows one word a thread at a time, made a two-rank simulated
-// step 8 us slower (its loads waited one by one); not swept further.
+// One CTA a drafted row; its threads a CTA, and the 8-byte words a thread loads at once. With
+// eight CTAs of 128 threads a block, each thread taking one word at a time, a two-rank simulated
+// step took 54.6 us against 46.6 without the records; this shape, 49.5 (2026-12-02, one H200,
+// bench/results/README.md). Not swept further.
 constexpr int kAgreeThreads = 256;
 constexpr int kAgreeLoads = 8;
 
