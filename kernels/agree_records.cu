@@ -8,16 +8,11 @@
 #include "kernels/common/chain.cuh"
 #include "kernels/common/digest.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/common/warp.cuh"
 #include "kernels/policy.cuh"
 
 namespace dfsel::cuda {
 namespace {
-
-__device__ __forceinline__ uint64_t shfl_down_u64(uint64_t v, int delta) {
-  const uint32_t lo = __shfl_down_sync(0xffffffffu, (uint32_t)v, delta);
-  const uint32_t hi = __shfl_down_sync(0xffffffffu, (uint32_t)(v >> 32), delta);
-  return ((uint64_t)hi << 32) | lo;
-}
 
 // The terms of one row's words, a thread's share: 8-byte words from 8-byte aligned rows loaded
 // kAgreeLoads at a time before any is mixed, so that their latencies overlap.

@@ -19,24 +19,13 @@
 #include "kernels/policy.cuh"
 #include "kernels/common/chain.cuh"
 #include "kernels/common/order.cuh"
+#include "kernels/common/warp.cuh"
 
 namespace dfsel::cuda {
 
 namespace {
 
 constexpr uint8_t kFlagActive = 1, kFlagEmitted = 2;
-
-__device__ __forceinline__ uint64_t shfl_xor_u64(uint64_t v, int mask) {
-  const uint32_t lo = __shfl_xor_sync(kFullWarp, (uint32_t)v, mask);
-  const uint32_t hi = __shfl_xor_sync(kFullWarp, (uint32_t)(v >> 32), mask);
-  return ((uint64_t)hi << 32) | lo;
-}
-
-__device__ __forceinline__ uint64_t shfl_down_u64(uint64_t v, int delta) {
-  const uint32_t lo = __shfl_down_sync(kFullWarp, (uint32_t)v, delta);
-  const uint32_t hi = __shfl_down_sync(kFullWarp, (uint32_t)(v >> 32), delta);
-  return ((uint64_t)hi << 32) | lo;
-}
 
 // A word another CTA of this kernel wrote, read past the L1 cache.
 __device__ __forceinline__ uint64_t ldcg_u64(const uint64_t* p) {
