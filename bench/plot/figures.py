@@ -7,16 +7,18 @@ from the figure itself.
 Series styles: bar (one bar a point), span (a bar from the point 'start' to the point 'end'),
 line (points x, value), hline (one value across the panel), vline (one value down the panel).
 """
+import re
 import textwrap
 
 import results
 
 STEP_VOCAB = 248320  # the sizes of the README's step: V 248320, K 16, block 16, F32 logits
 BLOCK = 16
-KERNELS = ("topk", "gate", "records", "exchange", "lattice")
-KERNEL_LABELS = {"topk": "top-K", "gate": "gate", "records": "records", "exchange": "exchange", "lattice": "lattice"}
-KERNEL_COLORS = {"topk": "#1f77b4", "gate": "#ff7f0e", "records": "#9467bd", "exchange": "#8c564b",
-                 "lattice": "#2ca02c"}
+KERNELS = ("topk", "gate", "records", "agree", "exchange", "lattice")
+KERNEL_LABELS = {"topk": "top-K", "gate": "gate", "records": "records", "agree": "inputs check",
+                 "exchange": "exchange", "lattice": "lattice"}
+KERNEL_COLORS = {"topk": "#1f77b4", "gate": "#ff7f0e", "records": "#9467bd", "agree": "#e377c2",
+                 "exchange": "#8c564b", "lattice": "#2ca02c"}
 TIMELINE_CASES = ((1, None), (2, "replicated"), (2, "sharded"))
 TIMELINE_TOKENS = (16, 256)
 DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
@@ -31,7 +33,19 @@ def _case_name(ranks, placement, tokens):
 def _expected_kernels(ranks, placement):
     if ranks == 1:
         return ["topk", "gate", "lattice"]  # one rank exchanges nothing
-    return ["topk", "gate"] + (["records"] if placement == "sharded" else []) + ["exchange", "lattice"]
+    return ["topk", "gate"] + (["records"] if placement == "sharded" else []) + ["agree", "exchange", "lattice"]
+
+
+def _traced_spans(fields, ranks):
+    """{(part, rank): field prefix} of a StepTimeline row: <part>_start/_end on one rank,
+    <part>_r<i>_start/_end on S simulated ranks."""
+    out = {}
+    for k in fields:
+        m = re.fullmatch(r"([a-z]+)(?:_r(\d+))?_start", k)
+        if not m or k[:-6] + "_end" not in fields or (m.group(2) is None) != (ranks == 1):
+            continue
+        out[(m.group(1), int(m.group(2) or 0))] = k[:-6]
+    return out
 
 
 def _point(key, value, where):
@@ -85,18 +99,19 @@ def build_timeline(index):
                 f.d["missing"].append("%s (not in any recorded JSON)" % p["case"])
                 p["notes"].append("not recorded: %s" % p["case"])
                 continue
-            traced = sorted({k[:-6] for k in fields if k.endswith("_start") and k[:-6] + "_end" in fields})
-            lanes = [k for k in KERNELS if k in traced] + [k for k in traced if k not in KERNELS]
+            spans = _traced_spans(fields, ranks)
+            traced = sorted({part for part, _ in spans})
             expected = _expected_kernels(ranks, placement)
             p["lanes"] = [k for k in KERNELS if k in expected or k in traced] + [k for k in traced if k not in KERNELS]
-            for k in lanes:
-                pts = [_point(end, fields[k + "_" + end], results.field_path(src, name, k + "_" + end))
+            for (part, rank), prefix in sorted(spans.items(), key=lambda kv: (p["lanes"].index(kv[0][0]), kv[0][1])):
+                pts = [_point(end, fields[prefix + "_" + end], results.field_path(src, name, prefix + "_" + end))
                        for end in ("start", "end")]
-                p["series"].append({"id": "%s:%s" % (p["case"], k), "label": KERNEL_LABELS.get(k, k), "style": "span",
-                                    "lane": k, "points": pts})
+                sid = "%s:%s" % (p["case"], part) + (":r%d" % rank if ranks > 1 else "")
+                p["series"].append({"id": sid, "label": KERNEL_LABELS.get(part, part), "style": "span", "lane": part,
+                                    "rank": rank, "points": pts})
             p["series"].append({"id": "%s:step" % p["case"], "label": "step", "style": "vline",
                                 "points": [_point("step", fields["step"], results.field_path(src, name, "step"))]})
-            absent = [k for k in expected if k not in traced]
+            absent = [k for k in expected if any((k, r) not in spans for r in range(ranks))]
             if absent:
                 p["notes"].append("not in the trace: " + ", ".join(KERNEL_LABELS.get(k, k) for k in absent))
                 f.d["missing"].append("%s: kernels %s not traced" % (p["case"], ", ".join(absent)))
@@ -338,14 +353,19 @@ def _draw_timeline(fig, desc):
                     ha="center", va="center", fontsize=8.5, color="#777777", transform=ax.transAxes)
             continue
         ypos = {k: len(lanes) - 1 - i for i, k in enumerate(lanes)}
+        ranks = p["ranks"]
+        height = 0.6 / ranks  # a lane holds one bar a rank, rank 0 on top
         step = None
         for s in p["series"]:
             if s["style"] == "span":
                 start, end = (pt["value"] for pt in s["points"])
-                bars = ax.barh(ypos[s["lane"]], end - start, left=start, height=0.6,
-                               color=KERNEL_COLORS.get(s["lane"], "#7f7f7f"))
+                y = ypos[s["lane"]] + 0.3 - height * (s.get("rank", 0) + 0.5)
+                bars = ax.barh(y, end - start, left=start, height=height * 0.9,
+                               color=KERNEL_COLORS.get(s["lane"], "#7f7f7f"), alpha=1.0 if s.get("rank", 0) == 0 else 0.6)
                 bars.patches[0].set_gid("series:" + s["id"])
-                ax.text(end, ypos[s["lane"]], " %s - %s us" % (_fmt(start), _fmt(end)), va="center", fontsize=8)
+                label = " %s - %s us" % (_fmt(start), _fmt(end))
+                ax.text(end, y, (" r%d" % s["rank"] if ranks > 1 else "") + label, va="center",
+                        fontsize=8 if ranks == 1 else 6.5)
             elif s["style"] == "vline":
                 step = s["points"][0]["value"]
                 ax.axvline(step, color="#d62728", lw=1, ls="--", gid="series:" + s["id"])
@@ -360,8 +380,11 @@ def _draw_timeline(fig, desc):
             ax.text(step, len(lanes) - 0.45, "step %s us " % _fmt(step), color="#d62728", fontsize=8, ha="right",
                     va="top")
         if p["ranks"] == 1:
-            ax.text(0.99, 0.02, "one rank: no records, no exchange", transform=ax.transAxes, ha="right", va="bottom",
-                    fontsize=7.5, color="#777777")
+            ax.text(0.99, 0.02, "one rank: no records, no inputs check, no exchange", transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7.5, color="#777777")
+        else:
+            ax.text(0.99, 0.02, "one GPU, one stream; a lane's bars are ranks 0 to %d, top down" % (p["ranks"] - 1),
+                    transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5, color="#777777")
         ax.grid(axis="x", alpha=0.3)
 
 

@@ -201,8 +201,14 @@ def test_a_later_run_is_picked_up_by_itself(tmp_path):
         two = copy.deepcopy(b)
         two["name"] = two["run_name"] = b["name"].replace("StepTimeline/", "StepTimeline/ranks:2/").replace(
             "/f32/bf16/", "/f32/bf16/sharded/")
-        two.update(records_start=17.2, records_end=18.0, exchange_start=18.1, exchange_end=21.0, lattice_start=21.1,
-                   lattice_end=30.0, step=30.0)
+        for k in [k for k in two if k.endswith(("_start", "_end"))]:
+            del two[k]  # a group's row names every part by its rank
+        t = 0.0
+        for part in ("topk", "gate", "records", "agree", "exchange", "lattice"):
+            for r in (0, 1):
+                two.update({"%s_r%d_start" % (part, r): t, "%s_r%d_end" % (part, r): t + 1.5})
+                t += 1.0
+        two.update(step=t + 0.5, exchange_n=4)
         rows.append(two)
     later["benchmarks"] = rows
     (tmp_path / "bench/results/h200-2026-12-09-timeline.json").write_text(json.dumps(later))
@@ -219,8 +225,12 @@ def test_a_later_run_is_picked_up_by_itself(tmp_path):
     gate = next(s for s in panels[(1, None, 16)]["series"] if s.get("lane") == "gate")
     assert gate["points"][1]["value"] == 9.5 and gate["points"][1]["from"]["file"].endswith("2026-12-09-timeline.json")
     sharded = panels[(2, "sharded", 16)]
-    assert [s["lane"] for s in sharded["series"] if s["style"] == "span"] == \
-        ["topk", "gate", "records", "exchange", "lattice"]
+    assert [(s["lane"], s["rank"]) for s in sharded["series"] if s["style"] == "span"] == \
+        [(part, r) for part in ("topk", "gate", "records", "agree", "exchange", "lattice") for r in (0, 1)]
+    agree1 = next(s for s in sharded["series"] if s["id"].endswith(":agree:r1"))
+    assert [pt["value"] for pt in agree1["points"]] == [7.0, 8.5]
+    assert [pt["from"]["field"] for pt in agree1["points"]] == ["agree_r1_start", "agree_r1_end"]
+    assert not sharded["notes"]
     assert not any("ranks:2/tokens:16" in m and "sharded" in m for m in d["step-timeline"]["missing"])
     assert d["step-timeline"]["sources"][0]["command"] == "dfsel_bench --benchmark_filter='^StepTimeline/'"
     torch = next(s for p in d["step-scaling"]["panels"] for s in p["series"] if s["id"] == "dspark:torch")
