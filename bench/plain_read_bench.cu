@@ -133,7 +133,8 @@ void read_floor(benchmark::State& state, int32_t rows, int64_t vocab) {
 
 // Registered before main runs; nothing here touches the GPU.
 [[maybe_unused]] const bool registered = [] {
-  for (int32_t rows : {1, 16, 256})
+  // The rows of every F32 ShardTopK shape at these vocabularies (tests/support/case_lists.h).
+  for (int32_t rows : {1, 16, 256, 1024})
     for (int64_t v : {(int64_t)124160, (int64_t)248320})
       benchmark::RegisterBenchmark(("ReadFloor/tokens:" + std::to_string(rows) + "/vocab:" + std::to_string(v) + "/f32").c_str(),
                                    read_floor, rows, v)
