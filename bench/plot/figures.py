@@ -382,9 +382,9 @@ def _draw_timeline(fig, desc):
         if p["ranks"] == 1:
             ax.text(0.99, 0.02, "one rank: no records, no inputs check, no exchange", transform=ax.transAxes,
                     ha="right", va="bottom", fontsize=7.5, color="#777777")
-        else:
-            ax.text(0.99, 0.02, "one GPU, one stream; a lane's bars are ranks 0 to %d, top down" % (p["ranks"] - 1),
-                    transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5, color="#777777")
+        else:  # under the axis: the bars fill the panel's corners
+            ax.set_xlabel("us from the start of the step's first kernel\n(one GPU, one stream; a lane's bars are "
+                          "ranks 0 to %d, top down)" % (p["ranks"] - 1), fontsize=8.5)
         ax.grid(axis="x", alpha=0.3)
 
 
@@ -476,7 +476,7 @@ def _draw_scaling(fig, desc):
 
 def _body_height(desc):
     if desc["figure"] == "step-timeline":
-        return 0.9 + 2.9 * max(1, len(_timeline_rows(desc)))
+        return 0.9 + 3.1 * max(1, len(_timeline_rows(desc)))
     return 6.6
 
 
