@@ -174,7 +174,8 @@ def build_topk(index):
     p["series"] = [{"id": "topk:dfsel", "label": "dfsel ShardTopK", "style": "bar", "points": dfsel},
                    {"id": "topk:floor", "label": "ReadFloor (same bytes)", "style": "bar", "points": floor}]
     if torch:
-        p["series"].append({"id": "topk:torch", "label": "torch.topk", "style": "bar", "points": torch})
+        p["series"].append({"id": "topk:torch", "label": "torch.topk, sorted (bench_topk.py)", "style": "bar",
+                            "points": torch})
     else:
         p["notes"].append("torch.topk: no figure recorded in a result JSON (TorchTopK rows)")
         f.d["missing"].append("torch.topk (no TorchTopK row in any result JSON)")
@@ -227,18 +228,28 @@ def build_scaling(index):
     torch = []
     src = index.newest("torch_step")
     if src:
+        one_block = src.data.get("shape", {}).get("tokens", BLOCK) // BLOCK  # files whose rows name no blocks
         for i, row in enumerate(src.data["against_torch"]):
             if row.get("vocab") == STEP_VOCAB and row.get("torch_us") is not None:
                 where = {"file": src.rel, "row": "against_torch[%d]" % i, "field": "torch_us", "kind": src.kind}
-                torch.append((src.data.get("shape", {}).get("tokens", BLOCK) // BLOCK, row["torch_us"], where, None))
+                torch.append((row.get("blocks", one_block), row["torch_us"], where, None))
+        torch.sort(key=lambda t: t[0])
     if torch:
         left["series"].append(_line("step:torch", "plain PyTorch selector (bench_step.py)", torch))
     else:
         f.d["missing"].append("the PyTorch selector (no bench/python/bench_step.py JSON for this GPU)")
-    if torch and len(torch) < len(step):
-        f.d["missing"].append("the PyTorch selector beyond %s block%s (bench_step.py measures %s)" % (
-            ", ".join(str(t[0]) for t in torch), "" if len(torch) == 1 else "s",
-            "one block" if len(torch) == 1 else "these"))
+    measured = sorted({t[0] for t in torch})
+    absent = [b for b, _, _, _ in step if b not in measured]
+    if torch and absent:
+        most = measured[-1]
+        if all(b > most for b in absent):
+            f.d["missing"].append("the PyTorch selector beyond %d block%s (bench_step.py measures %s)" % (
+                most, "" if most == 1 else "s", "one block" if measured == [1] else
+                "%s blocks" % ", ".join(str(b) for b in measured)))
+        else:
+            f.d["missing"].append("the PyTorch selector at %s block%s (the newest bench_step.py JSON measures %s)" % (
+                ", ".join(str(b) for b in absent), "" if absent == [1] else "s",
+                ", ".join(str(b) for b in measured)))
 
     # DSpark chain: greedy, at the shape (V, R, N) of the newest DSparkStep row.
     right = f.panel(title="DSpark chain (N steps a block), greedy", notes=[], xlabel="blocks")

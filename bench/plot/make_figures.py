@@ -5,9 +5,11 @@
 
 For each GPU (docs/figures/h200/ for "NVIDIA H200"): step-timeline.png (StepTimeline: each
 kernel of a step against time, 1 and 16 blocks, one rank and two simulated ranks), topk-floor.png
-(every ShardTopK shape beside its ReadFloor, and torch.topk where recorded) and step-scaling.png
-(SelectorStep and DSparkStep by blocks against their floors and the PyTorch baselines). Each
-PNG has a JSON beside it with every plotted value and the file, row and field it came from.
+(every ShardTopK shape beside its ReadFloor, and torch.topk where recorded: the TorchTopK rows of
+bench/python/bench_topk.py --json) and step-scaling.png (SelectorStep and DSparkStep by blocks
+against their floors and the PyTorch baselines: bench/python/bench_step.py --json at each of its
+rows' blocks, bench/python/bench_dspark.py --json). Each PNG has a JSON beside it with every
+plotted value and the file, row and field it came from.
 Every value is read from the newest result file of that GPU that holds it (bench/plot/results.py
 says how files are dated); a later run's JSON under bench/results/ or bench/python/results/
 needs nothing but this command to be drawn.

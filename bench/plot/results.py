@@ -2,14 +2,16 @@
 bench/python/results/, each row taken from the newest file of its GPU that holds it.
 
 Kinds of file, told apart by their content, not their names:
-  gbench       Google Benchmark output of dfsel_bench ("benchmarks"; the GPU in context.gpu)
+  gbench       Google Benchmark output of dfsel_bench, or of bench/python/bench_topk.py --json
+               (TorchTopK rows in the same layout): "benchmarks"; the GPU in context.gpu
   ab           scripts/ab-bench.sh output ("rows" with a_us / b_us): a run of the label_b build
   torch_step   bench/python/bench_step.py --json ("against_torch"; the GPU in "device")
   torch_dspark bench/python/bench_dspark.py --json ("rows" with torch_us and n_draft; "gpu")
 Files named *-attempt* record designs that were measured and not kept: they are skipped.
 
-Newest: by the date in the file (context.date), else the date in its name (YYYY-MM-DD), then
-by the time the file was committed (a file not yet committed is the newest), then by name.
+Newest: by the date in the file (context.date; bench_step.py's top-level date), else the date in
+its name (YYYY-MM-DD), then by the time the file was committed (a file not yet committed is the
+newest), then by name.
 """
 import datetime as dt
 import json
@@ -90,9 +92,10 @@ def _classify(data):
 def _gpu_and_date(kind, data, name):
     ctx = data.get("context", {}) if kind in ("gbench", "ab") else {}
     gpu = ctx.get("gpu") if ctx else data.get("device") or data.get("gpu")
+    stamp = ctx.get("date") if kind in ("gbench", "ab") else data.get("date")  # bench_step.py's "date"
     date = None
-    if ctx.get("date"):
-        date = _utc(ctx["date"])
+    if isinstance(stamp, str) and stamp:
+        date = _utc(stamp)
     else:
         m = _DATE_IN_NAME.search(name)
         if m:
@@ -145,8 +148,10 @@ def _readme_command(readme_text, file_name, kind):
 
 def _command(src, readmes):
     ctx = src.data.get("context", {}) if src.kind in ("gbench", "ab") else {}
-    if ctx.get("command"):  # dfsel_bench --benchmark_context=command=...
+    if ctx.get("command"):  # dfsel_bench --benchmark_context=command=..., bench_topk.py
         return ctx["command"]
+    if src.kind in ("torch_step", "torch_dspark") and isinstance(src.data.get("command"), str):
+        return src.data["command"]  # bench_step.py records its own
     m = re.search(r"Command: (.*)$", ctx.get("note", ""))
     if m:
         return m.group(1).strip()

@@ -27,6 +27,9 @@ except ImportError:
     pytest.skip("matplotlib is not installed (apt-get install python3-matplotlib)", allow_module_level=True)
 
 sys.path.insert(0, os.path.join(ROOT, "bench", "plot"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "python"))
+import bench_step  # noqa: E402  (the writers of the PyTorch figures' files, importable without torch)
+import bench_topk  # noqa: E402
 import figures  # noqa: E402
 import make_figures  # noqa: E402
 
@@ -46,9 +49,9 @@ def points(desc):
                 yield s, i, pt
 
 
-def raw_value(where):
+def raw_value(where, root=ROOT):
     """The value a figure says it read, read here straight from its file."""
-    with open(os.path.join(ROOT, where["file"])) as f:
+    with open(os.path.join(root, where["file"])) as f:
         data = json.load(f)
     row, field = where["row"], where["field"]
     m = re.fullmatch(r"(against_torch|rows)\[(\d+)\]", row)
@@ -236,3 +239,109 @@ def test_a_later_run_is_picked_up_by_itself(tmp_path):
     torch = next(s for p in d["step-scaling"]["panels"] for s in p["series"] if s["id"] == "dspark:torch")
     assert [(pt["x"], pt["value"]) for pt in torch["points"]] == [(1, 315.0), (8, 394.0)]
     assert not any("DSpark PyTorch" in m for m in d["step-scaling"]["missing"])
+
+
+def copy_results(tmp_path):
+    for folder in ("bench/results", "bench/python/results"):
+        shutil.copytree(os.path.join(ROOT, folder), str(tmp_path / folder))
+
+
+def write_step_file(tmp_path, blocks, name="h200-2026-12-09-bench_python.json"):
+    """bench_step.py's file with its against_torch rows at these blocks (V 248320) and one block
+    at V 202048, made by the script's own row function; the rest as the committed file."""
+    with open(os.path.join(ROOT, "bench/python/results/h200-2026-12-01-bench_python-second.json")) as f:
+        data = json.load(f)
+    data["date"] = "2026-12-09T11:00:00+00:00"
+    data["command"] = "python3 bench/python/bench_step.py --json %s" % name
+    rows = []
+    for vocab, b in [(figures.STEP_VOCAB, b) for b in blocks] + [(202048, 1)]:
+        paths = [[1000 + i, 7] for i in range(b)]
+        rows.append(bench_step.against_torch_row(vocab, b, bench_step.rotation_copies(b * 16 * vocab * 4),
+                                                 [20.0 + b], [200.0 + 10 * b + (vocab != figures.STEP_VOCAB)],
+                                                 (10, 50), (1, 40), paths, paths))
+    data["against_torch"] = rows
+    (tmp_path / "bench/python/results" / name).write_text(json.dumps(data))
+    return data
+
+
+def test_torch_topk_and_the_pytorch_selector_by_blocks_are_drawn(tmp_path):
+    """A bench_topk.py file (TorchTopK rows in Google Benchmark's layout) and a bench_step.py file
+    at 1, 4, 16 and 64 blocks, written by the scripts' own functions into a copy of the results:
+    the command draws torch.topk beside every ShardTopK shape and the PyTorch selector at each
+    block count, and no longer lists them as missing."""
+    copy_results(tmp_path)
+    rows, want = [], {}
+    for i, shape in enumerate(bench_topk.SHAPES):
+        rounds = [60.0 + i + r for r in (0.5, 0.0, 2.0)]  # the median, 60.5 + i, is drawn
+        rows += bench_topk.benchmark_rows(shape, rounds, 50, 10, bench_step.rotation_copies(
+            bench_topk.shape_bytes(shape)), family_index=i)
+        want[shape] = 60.5 + i
+    ctx = {"date": "2026-12-09T10:00:00+00:00", "gpu": "NVIDIA H200", "executable": bench_topk.EXECUTABLE,
+           "command": "python3 bench/python/bench_topk.py --json bench/python/results/h200-2026-12-09-bench_topk.json"}
+    (tmp_path / "bench/python/results/h200-2026-12-09-bench_topk.json").write_text(
+        json.dumps(bench_topk.result_json(ctx, rows)))
+    write_step_file(tmp_path, bench_step.BLOCKS)
+
+    d = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}
+    topk = d["topk-floor"]
+    panel = topk["panels"][0]
+    torch = next(s for s in panel["series"] if s["id"] == "topk:torch")
+    dfsel = next(s for s in panel["series"] if s["id"] == "topk:dfsel")
+    assert [pt["key"] for pt in torch["points"]] == [pt["key"] for pt in dfsel["points"]] == panel["categories"]
+    for pt, (t, v, _, _, k, dtype, _) in zip(torch["points"], figures._topk_shapes(make_index(tmp_path))):
+        assert pt["value"] == want[(t, v, dtype, k)], pt["key"]
+        assert pt["from"] == {"file": "bench/python/results/h200-2026-12-09-bench_topk.json",
+                              "row": bench_topk.bench_name((t, v, dtype, k)), "field": "real_time", "kind": "gbench"}
+        assert raw_value(pt["from"], str(tmp_path)) == pt["value"]
+    assert not any("torch.topk" in m for m in topk["missing"])
+    assert not any("torch.topk" in n for n in panel["notes"])
+    assert ctx["command"] in [s["command"] for s in topk["sources"]]
+
+    scaling = d["step-scaling"]
+    line = next(s for p in scaling["panels"] for s in p["series"] if s["id"] == "step:torch")
+    assert [(pt["x"], pt["value"]) for pt in line["points"]] == [(1, 210.0), (4, 240.0), (16, 360.0), (64, 840.0)]
+    for pt in line["points"]:
+        assert pt["from"]["file"] == "bench/python/results/h200-2026-12-09-bench_python.json"
+        assert raw_value(pt["from"], str(tmp_path)) == pt["value"]
+    assert not any("PyTorch selector" in m for m in scaling["missing"])
+    assert "python3 bench/python/bench_step.py --json h200-2026-12-09-bench_python.json" in [
+        s["command"] for s in scaling["sources"]]
+
+    for desc in (topk, scaling):
+        drawn = drawn_values(figures.draw(desc))
+        for s in (torch, line):
+            if s["id"].startswith("topk") != (desc is topk):
+                continue
+            if s["style"] == "bar":
+                assert [drawn["series:%s:%d" % (s["id"], i)][2] for i in range(len(s["points"]))] == pytest.approx(
+                    [pt["value"] for pt in s["points"]])
+            else:
+                assert drawn["series:" + s["id"]] == ([1, 4, 16, 64], [210.0, 240.0, 360.0, 840.0])
+
+
+def make_index(root):
+    import results
+    return results.Index(results.load(str(root)), "NVIDIA H200")
+
+
+@pytest.mark.parametrize("blocks,note", [
+    ((1,), "the PyTorch selector beyond 1 block (bench_step.py measures one block)"),
+    ((1, 4), "the PyTorch selector beyond 4 blocks (bench_step.py measures 1, 4 blocks)"),
+    ((1, 16), "the PyTorch selector at 4, 64 blocks (the newest bench_step.py JSON measures 1, 16)"),
+    ((4, 16, 64), "the PyTorch selector at 1 block (the newest bench_step.py JSON measures 4, 16, 64)"),
+])
+def test_the_missing_note_names_the_blocks_the_pytorch_selector_lacks(tmp_path, blocks, note):
+    copy_results(tmp_path)
+    write_step_file(tmp_path, blocks)
+    d = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}["step-scaling"]
+    line = next(s for p in d["panels"] for s in p["series"] if s["id"] == "step:torch")
+    assert [pt["x"] for pt in line["points"]] == list(blocks)  # never the V 202048 row
+    assert [m for m in d["missing"] if "PyTorch selector" in m] == [note]
+
+
+def test_a_bench_step_file_without_blocks_is_one_block(descs):
+    """The committed bench_step.py files hold one-block rows that do not say so."""
+    d = {x["figure"]: x for x in descs["NVIDIA H200"]}["step-scaling"]
+    line = next(s for p in d["panels"] for s in p["series"] if s["id"] == "step:torch")
+    assert [pt["x"] for pt in line["points"]] == [1]
+    assert "the PyTorch selector beyond 1 block (bench_step.py measures one block)" in d["missing"]
