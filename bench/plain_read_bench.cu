@@ -12,6 +12,7 @@
 
 #include "bench_data.cuh"
 #include "bench_util.cuh"
+#include "tests/support/case_lists.h"
 
 namespace dfsel::bench {
 namespace {
@@ -133,9 +134,10 @@ void read_floor(benchmark::State& state, int32_t rows, int64_t vocab) {
 
 // Registered before main runs; nothing here touches the GPU.
 [[maybe_unused]] const bool registered = [] {
-  // The rows of every F32 ShardTopK shape at these vocabularies (tests/support/case_lists.h).
-  for (int32_t rows : {1, 16, 256, 1024})
-    for (int64_t v : {(int64_t)124160, (int64_t)248320})
+  // Every F32 ShardTopK shape (tests/support/case_lists.h); a BF16 shape reads the bytes of
+  // the F32 one of half the vocabulary.
+  for (int32_t rows : cases::kShardTopKTokens)
+    for (int64_t v : cases::kShardTopKVocabs)
       benchmark::RegisterBenchmark(("ReadFloor/tokens:" + std::to_string(rows) + "/vocab:" + std::to_string(v) + "/f32").c_str(),
                                    read_floor, rows, v)
           ->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -11,15 +11,15 @@ descending order and their indices (values in the input's dtype, int64 indices; 
 equal values is left open). Same shape, dtype and K; the values are checked sorted, and on
 the first and last rows equal to a full sort on the host.
 
-Shapes (--shapes TxV[:dtype[:K]],... names others): the ShardTopK shapes that the figure draws
-from the recorded results: F32 K 16 at 1, 16, 256 and 1024 rows of 124160 and 248320, and 16 x 124160 F32 K 1 and K 64 and
-BF16 K 16.
+Shapes (--shapes TxV[:dtype[:K]],... names others): every ShardTopK shape dfsel_bench registers:
+F32 K 16 at 1, 16, 256, 1024 and 4096 rows of 31040, 124160 and 248320; BF16 K 16 at 16 x 124160
+and 1024 x 248320; F32 K 1 and K 64 at 16 x 124160.
 
 Inputs, as make_inputs there: `copies` tensors of the shape, copy c holding bench_data.cuh's
 hashed values at scale 12 and seed 1234567 * (c + 1) (BF16 rounded to nearest even), with
 copies = bench_util.cuh's rotation_copies(bytes): together at least twice the 60 MB L2, at most
-128 (128 and 127 at one row, 16 at 16 x 124160 F32, 32 in BF16, 8 at 16 x 248320, 1 from 256
-rows on). The first 65536 elements of the first and last copies are checked bit for bit
+128 (16 at 16 x 124160 F32, 8 at 16 x 248320, 1 from 256 rows of 124160 on; the run prints
+each shape's). The first 65536 elements of the first and last copies are checked bit for bit
 against NumPy's uint64 arithmetic before timing.
 
 Timing, as bench_util.cuh's time_graph: calls = copies x ceil(16 / copies) calls, call i on copy
@@ -57,11 +57,10 @@ BUDGET_S = 0.5   # the most a round spends timing one shape
 MIN_TIMINGS = 5
 EXECUTABLE = "bench/python/bench_topk.py"
 
-# (tokens, vocab, dtype, K): the ShardTopK rows of the recorded results (bench/plot/figures.py's
-# _topk_shapes), as shard_topk_bench.cu registers them.
-SHAPES = [(1, 124160, "f32", 16), (1, 248320, "f32", 16), (16, 124160, "f32", 16), (16, 124160, "f32", 1),
-          (16, 124160, "f32", 64), (16, 124160, "bf16", 16), (16, 248320, "f32", 16), (256, 124160, "f32", 16),
-          (256, 248320, "f32", 16), (1024, 124160, "f32", 16), (1024, 248320, "f32", 16)]
+# (tokens, vocab, dtype, K): every ShardTopK row shard_topk_bench.cu registers (the F32 K 16
+# grid of tests/support/case_lists.h, then the BF16, K 1 and K 64 shapes).
+SHAPES = [(t, v, "f32", 16) for t in (1, 16, 256, 1024, 4096) for v in (31040, 124160, 248320)] + \
+    [(16, 124160, "bf16", 16), (1024, 248320, "bf16", 16), (16, 124160, "f32", 1), (16, 124160, "f32", 64)]
 
 
 def input_seed(copy):

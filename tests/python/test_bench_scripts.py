@@ -115,7 +115,7 @@ def test_against_torch_rows_count_agreement():
 
 
 def test_the_topk_shapes_are_the_shard_topk_rows_of_the_figure():
-    assert len(bench_topk.SHAPES) == len(set(bench_topk.SHAPES)) == 11
+    assert len(bench_topk.SHAPES) == len(set(bench_topk.SHAPES)) == 19
     index = results.Index(results.load(), "NVIDIA H200")
     drawn = {(t, v, d, k) for t, v, _, _, k, d, _ in figures._topk_shapes(index)}
     assert drawn <= set(bench_topk.SHAPES), "ShardTopK shapes drawn that bench_topk.py does not time: %s" % (
