@@ -419,15 +419,18 @@ def _draw_topk(fig, desc):
         for j, b in enumerate(bars.patches):
             b.set_gid("series:%s:%d" % (s["id"], j))
             ax.text(b.get_x() + b.get_width() / 2, b.get_height() * 1.05, _fmt(vals[j]), ha="center", va="bottom",
-                    fontsize=7.5)
+                    fontsize=7)
     dfsel = {pt["key"]: pt for pt in p["series"][0]["points"]}
     floor = {pt["key"]: pt["value"] for pt in p["series"][1]["points"]}
+    torch = {pt["key"]: pt["value"] for s in p["series"] if s["id"] == "topk:torch" for pt in s["points"]}
     days = [s["date"][:10] for s in desc["sources"]]
     newest = max(days) if days else ""
     labels = []
     for key in cats:
         day = next(s["date"][:10] for s in desc["sources"] if s["file"] == dfsel[key]["from"]["file"])
         lab = key + ("\n%.1fx its floor" % (dfsel[key]["value"] / floor[key]) if key in floor else "\nno floor")
+        if key in torch:
+            lab += "\ntorch %.1fx dfsel" % (torch[key] / dfsel[key]["value"])
         labels.append(lab + ("" if day == newest else "\n(%s run)" % day))
     ax.set_xticks(x)
     ax.set_xticklabels(labels, fontsize=8)
@@ -498,6 +501,8 @@ def draw(desc):
     """A matplotlib figure of a description (no display needed)."""
     from matplotlib.figure import Figure
     fn, width = DRAW[desc["figure"]]
+    if desc["figure"] == "topk-floor":  # about an inch a shape, so that no label runs into the next
+        width = max(width, 2.5 + 1.0 * len(desc["panels"][0]["categories"]))
     lines = _footer_lines(desc)
     body, foot = _body_height(desc), 0.25 + LINE_IN * len(lines)
     height = body + foot

@@ -133,6 +133,13 @@ def test_the_committed_cases_are_drawn(descs):
     blocks = [pt["x"] for p in h200["step-scaling"]["panels"] for s in p["series"] if s["id"] == "step:dfsel"
               for pt in s["points"]]
     assert blocks == [1, 4, 16, 64]
+    torch = [pt["x"] for p in h200["step-scaling"]["panels"] for s in p["series"] if s["id"] == "step:torch"
+             for pt in s["points"]]
+    assert torch == [1, 4, 16, 64]
+    # every top-K shape has its floor and torch's bar beside it
+    n = len(topk["categories"])
+    assert n >= 19 and [len(s["points"]) for s in topk["series"]] == [n, n, n]
+    assert not h200["topk-floor"]["missing"] and not h200["step-timeline"]["missing"]
 
 
 def drawn_values(fig):
@@ -339,9 +346,17 @@ def test_the_missing_note_names_the_blocks_the_pytorch_selector_lacks(tmp_path, 
     assert [m for m in d["missing"] if "PyTorch selector" in m] == [note]
 
 
-def test_a_bench_step_file_without_blocks_is_one_block(descs):
-    """The committed bench_step.py files hold one-block rows that do not say so."""
-    d = {x["figure"]: x for x in descs["NVIDIA H200"]}["step-scaling"]
+def test_a_bench_step_file_without_blocks_is_one_block(tmp_path):
+    """bench_step.py files before the block counts hold one-block rows that do not say so: drawn
+    at one block, and the picture says no other block count was measured."""
+    for folder in ("bench/results", "bench/python/results"):
+        shutil.copytree(os.path.join(ROOT, folder), str(tmp_path / folder))
+    for name in os.listdir(str(tmp_path / "bench/python/results")):
+        path = tmp_path / "bench/python/results" / name
+        if name.endswith(".json") and "against_torch" in json.loads(path.read_text()) and \
+                any("blocks" in r for r in json.loads(path.read_text())["against_torch"]):
+            path.unlink()  # only the files of one block, without the field, are left
+    d = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}["step-scaling"]
     line = next(s for p in d["panels"] for s in p["series"] if s["id"] == "step:torch")
     assert [pt["x"] for pt in line["points"]] == [1]
     assert "the PyTorch selector beyond 1 block (bench_step.py measures one block)" in d["missing"]
