@@ -7,7 +7,9 @@ Kinds of file, told apart by their content, not their names:
   ab           scripts/ab-bench.sh output ("rows" with a_us / b_us): a run of the label_b build
   torch_step   bench/python/bench_step.py --json ("against_torch"; the GPU in "device")
   torch_dspark bench/python/bench_dspark.py --json ("rows" with torch_us and n_draft; "gpu")
-Files named *-attempt* record designs that were measured and not kept: they are skipped.
+Files named *-attempt* record designs that were measured and not kept: they are skipped, and so
+are dfsel_bench files run with DFSEL_BENCH_REPLAYS above 1 (context.replays_per_timing): every
+recorded figure is timed one replay a timing, and a steady-state file would mix two methods.
 
 Newest: by the date in the file (context.date; bench_step.py's top-level date), else the date in
 its name (YYYY-MM-DD), then by the time the file was committed (a file not yet committed is the
@@ -186,6 +188,8 @@ def load(root=ROOT, dirs=RESULT_DIRS):
             kind = _classify(data)
             if kind is None:
                 continue
+            if kind == "gbench" and str(data.get("context", {}).get("replays_per_timing", "1")) != "1":
+                continue  # timed another way (DFSEL_BENCH_REPLAYS): not beside the others
             gpu, date = _gpu_and_date(kind, data, name)
             if date is None:
                 continue

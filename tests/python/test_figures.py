@@ -114,6 +114,8 @@ def test_every_plotted_value_is_the_json_value_of_the_newest_file(descs):
                             if not name.endswith(".json") or "-attempt" in name:
                                 continue
                             date, data = file_date(path)
+                            if str(data.get("context", {}).get("replays_per_timing", "1")) != "1":
+                                continue  # timed another way: the plotter reads none of it
                             if date > mine and data.get("context", {}).get("gpu") == gpu:
                                 assert not holds(data, where["row"], where["field"]), (where, name)
                 checked += 1
@@ -360,3 +362,22 @@ def test_a_bench_step_file_without_blocks_is_one_block(tmp_path):
     line = next(s for p in d["panels"] for s in p["series"] if s["id"] == "step:torch")
     assert [pt["x"] for pt in line["points"]] == [1]
     assert "the PyTorch selector beyond 1 block (bench_step.py measures one block)" in d["missing"]
+
+def test_a_file_timed_another_way_is_not_drawn(tmp_path):
+    """A newer dfsel_bench file run with DFSEL_BENCH_REPLAYS=10 holds the step's rows: the
+    pictures keep the one-replay figures."""
+    for folder in ("bench/results", "bench/python/results"):
+        shutil.copytree(os.path.join(ROOT, folder), str(tmp_path / folder))
+    before = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}["step-scaling"]
+    line = next(s for p in before["panels"] for s in p["series"] if s["id"] == "step:dfsel")
+    steady = {"context": {"date": "2026-12-09T10:00:00+00:00", "gpu": "NVIDIA H200", "replays_per_timing": "10"},
+              "benchmarks": [{"name": pt["from"]["row"], "run_name": pt["from"]["row"], "run_type": "iteration",
+                              "real_time": 1.0, "time_unit": "us", "iterations": 1} for pt in line["points"]]}
+    (tmp_path / "bench/results/h200-2026-12-09-steady.json").write_text(json.dumps(steady))
+    after = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}["step-scaling"]
+    assert after == before
+    steady["context"]["replays_per_timing"] = "1"  # the same file timed as the others is drawn
+    (tmp_path / "bench/results/h200-2026-12-09-steady.json").write_text(json.dumps(steady))
+    drawn = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}["step-scaling"]
+    line = next(s for p in drawn["panels"] for s in p["series"] if s["id"] == "step:dfsel")
+    assert {pt["value"] for pt in line["points"]} == {1.0}
