@@ -60,24 +60,10 @@ void selector_step(benchmark::State& state, StepShape s) {
 // S shards driven by one thread on one GPU: S top-K launches, S*S record copies, S lattices.
 void simulated_shards(benchmark::State& state, StepShape s) {
   const int copies = rotation_copies((size_t)s.blocks * s.block * s.vocab * 4);
-  std::vector<std::unique_ptr<Rank>> ranks;
-  std::vector<dfsel_plan*> plans;
-  for (int i = 0; i < s.ranks; ++i) {
-    ranks.emplace_back(new Rank());
-    if (!setup_rank(state, s, i, 0, copies, nullptr, ranks.back().get())) return;
-    plans.push_back(ranks.back()->plan);
-  }
-  std::vector<dfsel_inputs> in(s.ranks);
-  std::vector<dfsel_outputs> out(s.ranks);
-  time_graph(state, copies, s.bytes(), [&](int c, cudaStream_t st) {
-    std::vector<void*> streams(s.ranks, st);
-    for (int i = 0; i < s.ranks; ++i) {
-      in[i] = ranks[i]->in[c];
-      out[i] = ranks[i]->out;
-    }
-    return dfsel_run_group(s.ranks, plans.data(), in.data(), out.data(), streams.data()) == DFSEL_SUCCESS ? cudaSuccess
-                                                                                                      : cudaErrorUnknown;
-  });
+  SimulatedGroup g;
+  if (!g.setup(state, s, copies)) return;
+  time_graph(state, copies, s.bytes(),
+             [&](int c, cudaStream_t st) { return g.enqueue(c, st) ? cudaSuccess : cudaErrorUnknown; });
   state.counters["record_bytes"] = (double)record_bytes(s);
 }
 

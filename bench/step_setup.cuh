@@ -134,4 +134,36 @@ inline bool setup_rank(benchmark::State& state, const StepShape& s, int rank, in
   return cuda_ok(state, cudaDeviceSynchronize(), "set-up");
 }
 
+// The S ranks of one step on one GPU, driven by one thread (SimulatedShards, StepTimeline): each
+// rank's plan and rotated inputs; enqueue runs call c's step of them all on one stream (one rank
+// alone through dfsel_plan_run, a group through dfsel_run_group).
+struct SimulatedGroup {
+  std::vector<std::unique_ptr<Rank>> ranks;
+  std::vector<dfsel_plan*> plans;
+  std::vector<dfsel_inputs> in;
+  std::vector<dfsel_outputs> out;
+
+  bool setup(benchmark::State& state, const StepShape& s, int copies) {
+    for (int i = 0; i < s.ranks; ++i) {
+      ranks.emplace_back(new Rank());
+      if (!setup_rank(state, s, i, 0, copies, nullptr, ranks.back().get())) return false;
+      plans.push_back(ranks.back()->plan);
+    }
+    in.resize(s.ranks);
+    out.resize(s.ranks);
+    return true;
+  }
+
+  bool enqueue(int copy, cudaStream_t st) {
+    const int n = (int)ranks.size();
+    for (int i = 0; i < n; ++i) {
+      in[i] = ranks[i]->in[copy];
+      out[i] = ranks[i]->out;
+    }
+    if (n == 1) return dfsel_plan_run(plans[0], &in[0], &out[0], st) == DFSEL_SUCCESS;
+    std::vector<void*> streams(n, st);
+    return dfsel_run_group(n, plans.data(), in.data(), out.data(), streams.data()) == DFSEL_SUCCESS;
+  }
+};
+
 }  // namespace dfsel::bench

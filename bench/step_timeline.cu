@@ -81,29 +81,14 @@ struct PartTimes {
 
 void step_timeline(benchmark::State& state, StepShape s) {
   const int copies = rotation_copies((size_t)s.blocks * s.block * s.vocab * elem_bytes(s.logits));
-  std::vector<std::unique_ptr<Rank>> ranks;
-  std::vector<dfsel_plan*> plans;
-  for (int i = 0; i < s.ranks; ++i) {
-    ranks.emplace_back(new Rank());
-    if (!setup_rank(state, s, i, 0, copies, nullptr, ranks.back().get())) return;
-    plans.push_back(ranks.back()->plan);
-  }
+  SimulatedGroup g;
+  if (!g.setup(state, s, copies)) return;
   const int calls = copies * ((kMinGraphCalls + copies - 1) / copies);
-  cudaStream_t st = ranks[0]->stream;
-  std::vector<dfsel_inputs> in(s.ranks);
-  std::vector<dfsel_outputs> out(s.ranks);
-  std::vector<void*> streams(s.ranks, st);  // SimulatedShards: every rank on one stream
+  cudaStream_t st = g.ranks[0]->stream;  // SimulatedShards: every rank on one stream
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   bool ok = cuda_ok(state, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-  for (int c = 0; ok && c < calls; ++c) {
-    for (int i = 0; i < s.ranks; ++i) {
-      in[i] = ranks[i]->in[c % copies];
-      out[i] = ranks[i]->out;
-    }
-    ok = (s.ranks == 1 ? dfsel_plan_run(plans[0], &in[0], &out[0], st)
-                       : dfsel_run_group(s.ranks, plans.data(), in.data(), out.data(), streams.data())) == DFSEL_SUCCESS;
-  }
+  for (int c = 0; ok && c < calls; ++c) ok = g.enqueue(c % copies, st);
   const cudaError_t captured = cudaStreamEndCapture(st, &graph);
   if (!ok || !cuda_ok(state, captured, "cudaStreamEndCapture") ||
       !cuda_ok(state, cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate") ||
