@@ -76,6 +76,7 @@ struct LatticeCase {
   bool hot;         // one copy replayed: rows and records stay in L2 (the old measurement)
   bool unchecked;   // several ranks: records without the agree section a group's plans send
                     // (the lattice then compares nothing), to measure what the comparison costs
+  bool general;     // the general kernel where the fast instance would run (an A/B in one run)
 };
 
 // Every call reads the records (and anchors) of the next of enough copies that their codebook
@@ -154,6 +155,9 @@ void lattice_bench(benchmark::State& state, LatticeCase lc) {
   a.error = err.as<int32_t>();
   cuda::LatticeLaunch launch{};
   if (!cuda_ok(state, cuda::lattice_launch(a, 0, &launch, lc.max_cluster), "lattice_launch")) return;
+  if (lc.general) launch.fast = 0;
+  state.counters["fast"] = launch.fast;
+  state.counters["resident"] = launch.resident[launch.fast ? 1 : 0];
   state.counters["copies"] = copies;
   state.counters["cluster"] = launch.cluster;
   state.counters["spec"] = launch.smem.spec;
@@ -170,21 +174,24 @@ const bool registered = [] {
     const std::string shape = "/tokens:" + std::to_string(blocks * kBlock) + "/vocab:248320/k:16/bf16";
     benchmark::RegisterBenchmark(("Gate" + shape).c_str(), gate_bench, blocks, -1, 0)
         ->UseManualTime()->Unit(benchmark::kMicrosecond);
-    if (blocks <= cases::kLatticeMaxBlocks)
-      benchmark::RegisterBenchmark(("ScoreLattice" + shape).c_str(), lattice_bench, LatticeCase{blocks, 1, false, 0, 0, 0, false, false})
-          ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
-    if (blocks == 1) {
+    // Each lattice case twice: as plans run it, and with the general kernel ("/general").
+    for (bool general : {false, true}) {
+      const std::string kernel = general ? "/general" : "";
+      if (blocks <= cases::kLatticeMaxBlocks)
+        benchmark::RegisterBenchmark(("ScoreLattice" + shape + kernel).c_str(), lattice_bench,
+                                     LatticeCase{blocks, 1, false, 0, 0, 0, false, false, general})
+            ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
+      if (blocks != 1) continue;
       for (const cases::LatticeVariant& v : cases::kLatticeOneBlockVariants)
         for (bool unchecked : {false, true}) {
           if (unchecked && v.ranks == 1) continue;
-          benchmark::RegisterBenchmark(("ScoreLattice" + shape + v.suffix + (unchecked ? "/unchecked" : "")).c_str(),
-                                       lattice_bench,
-                                       LatticeCase{blocks, v.ranks, v.sharded, v.temperature, v.p_min, v.max_cluster, false,
-                                                   unchecked})
+          benchmark::RegisterBenchmark(
+              ("ScoreLattice" + shape + v.suffix + (unchecked ? "/unchecked" : "") + kernel).c_str(), lattice_bench,
+              LatticeCase{blocks, v.ranks, v.sharded, v.temperature, v.p_min, v.max_cluster, false, unchecked, general})
               ->UseManualTime()->Iterations(kLatticeReplays)->Unit(benchmark::kMicrosecond);
         }
-      benchmark::RegisterBenchmark(("ScoreLattice" + shape + "/hot").c_str(), lattice_bench,
-                                   LatticeCase{blocks, 1, false, 0, 0, 0, true, false})
+      benchmark::RegisterBenchmark(("ScoreLattice" + shape + "/hot" + kernel).c_str(), lattice_bench,
+                                   LatticeCase{blocks, 1, false, 0, 0, 0, true, false, general})
           ->UseManualTime()->Iterations(200)->Unit(benchmark::kMicrosecond);
     }
     // The sweep the gate's tile choice and n_embd split are tuned on (cluster sizes over 8 are

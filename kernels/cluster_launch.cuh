@@ -51,6 +51,20 @@ inline cudaError_t raise_shared_memory_limit(const void* kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
+// How many clusters of `cluster` CTAs of `kernel` (threads, smem dynamic shared memory, already
+// allowed on the kernel; a size above 8 already allowed as non-portable) the current device
+// holds at once; 0 when the query fails.
+inline int resident_clusters(const void* kernel, int threads, size_t smem, int cluster) {
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)cluster), threads, smem, nullptr, cluster, false, attr);
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 // Whether the current device can hold one cluster of `cluster` CTAs of `kernel` (threads, smem
 // dynamic shared memory, already allowed on the kernel). Sizes above 8 are non-portable and
 // not on every part (a MIG slice may hold fewer SMs a GPC); they are asked for here. A failed
@@ -61,14 +75,7 @@ inline bool cluster_fits(const void* kernel, int threads, size_t smem, int clust
     cudaGetLastError();
     return false;
   }
-  cudaLaunchAttribute attr[2];
-  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)cluster), threads, smem, nullptr, cluster, false, attr);
-  int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n >= 1;
+  return resident_clusters(kernel, threads, smem, cluster) >= 1;
 }
 
 }  // namespace dfsel::cuda

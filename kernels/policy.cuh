@@ -85,6 +85,10 @@ static_assert(kGateSmallTile.threads() <= kSelectThreads &&
 // of shared memory at K 16, R 256; 2026-12-01, "the lattice as a cluster per block").
 constexpr int kLatticeThreads = 256;
 constexpr int kLatticeMinCtas = 2;
+// The fast instance (rows staged whole, tables pushed) asks for three a SM up to K 32 (at most
+// 85 registers: 69 at K 16 for BF16 codebooks, with no spill; K 32 spills up to 12 bytes, K 64
+// would spill about 100), so that 16 blocks' clusters of 15 are resident at once, not 14.
+constexpr int lattice_fast_min_ctas(int kp) { return kp <= 32 ? 3 : 2; }
 // Shared memory for the staged codebook rows: every record's rows when they fit, else the
 // merged candidates' rows, R in chunks. Chosen with the cluster kernel (d5803b6), not swept.
 constexpr size_t kSlotBudget = 96 * 1024;

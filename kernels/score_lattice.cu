@@ -12,6 +12,7 @@
 #include "kernels/block/lattice_cta.cuh"
 #include "kernels/block/lattice_merge.cuh"
 #include "kernels/block/lattice_score.cuh"
+#include "kernels/block/lattice_stamps.cuh"
 #include "kernels/block/lattice_walk.cuh"
 #include "kernels/cluster_launch.cuh"
 #include "kernels/common/agree_record.cuh"
@@ -22,14 +23,20 @@
 namespace dfsel::cuda {
 namespace {
 
-template <int KP, dfsel_type T>
-__global__ void __launch_bounds__(kLatticeThreads, kLatticeMinCtas)
-    lattice_kernel(LatticeArgs a, LatticeSmem sm, int cluster) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  const LatticeShared<KP> s = carve_lattice<KP>(smem, sm);
-  const int L = a.block_size - 1, b = blockIdx.x / cluster, rank = blockIdx.x % cluster;
-  // The copies' barrier first: a fence here waits for nothing in flight. Peers write the
-  // walker's tables only after every CTA has arrived below.
+// What every CTA does first: the copies' barrier, its arrival on the cluster barrier (peers
+// write the walker's tables only after every CTA has arrived), the wait for the kernels
+// before, and the block's anchor. A group's records say what each rank was given: in the
+// walker, thread t compares rank t + 1's with rank 0's (`differs`); the verdict is met just
+// before the walk, long after the loads land.
+struct CtaStart {
+  int32_t anchor;
+  bool anchor_ok;
+  bool differs;
+};
+
+template <int KP>
+__device__ __forceinline__ CtaStart start_cta(const LatticeArgs& a, const LatticeShared<KP>& s, int b, int rank) {
+  // The copies' barrier first: a fence here waits for nothing in flight.
   if (threadIdx.x == 0) {
     mbar_init(&s.bar[0], 1);
     mbar_init_fence();
@@ -38,24 +45,35 @@ __global__ void __launch_bounds__(kLatticeThreads, kLatticeMinCtas)
   if (rank == 0) cluster_arrive_release();
   else cluster_arrive_relaxed();
   chain_wait();  // the records and g of the kernels before
-  const int32_t anchor = a.anchors[b];
-  const bool anchor_ok = anchor >= 0 && anchor < a.rows.n_vocab;
-  // A group's records say what each rank was given: in the walker, thread t compares rank
-  // t + 1's with rank 0's; the verdict is met just before the walk, long after the loads land.
-  bool differs = false;
+  CtaStart c;
+  c.anchor = a.anchors[b];
+  c.anchor_ok = c.anchor >= 0 && c.anchor < a.rows.n_vocab;
+  c.differs = false;
   if (a.rows.layout.agree_off && rank == 0 && (int)threadIdx.x + 1 < a.rows.n_ranks)
-    differs = agree_diff(*layout_agree(a.rows.layout, (void*)a.rows.recv, b),
-                         *layout_agree(a.rows.layout, rank_records(a.rows, threadIdx.x + 1), b)) != 0;
+    c.differs = agree_diff(*layout_agree(a.rows.layout, (void*)a.rows.recv, b),
+                           *layout_agree(a.rows.layout, rank_records(a.rows, threadIdx.x + 1), b)) != 0;
+  return c;
+}
+
+// Every case: rows staged whole or R in chunks, by bulk copies or by the threads, the walker's
+// tables pushed or in the workspace, greedy or sampling.
+template <int KP, dfsel_type T>
+__global__ void __launch_bounds__(kLatticeThreads, kLatticeMinCtas)
+    lattice_kernel(LatticeArgs a, LatticeSmem sm, int cluster) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const LatticeShared<KP> s = carve_lattice<KP>(smem, sm);
+  const int L = a.block_size - 1, b = blockIdx.x / cluster, rank = blockIdx.x % cluster;
+  const CtaStart c = start_cta<KP>(a, s, b, rank);
   uint32_t phase = 0;
   bool started = false;
   for (int p = 1 + rank; p <= L; p += cluster) {
     const int d = b * L + p - 1;
-    stage_records<KP>(a, sm, s, d, b, p, anchor, anchor_ok);
+    stage_records<KP>(a, sm, s, d, b, p, c.anchor, c.anchor_ok);
     __syncthreads();
     if (sm.spec && threadIdx.x == 0) mbar_arrive(&s.bar[0]);  // every copy of the phase is counted
     merge_records<KP>(a, s, p);
     __syncthreads();
-    find_rows<KP>(a, sm, s, d, b, p, anchor, anchor_ok);
+    find_rows<KP>(a, sm, s, d, b, p, c.anchor, c.anchor_ok);
     __syncthreads();
     score_rows<KP, T>(sm, s, a.R, phase);
     if (!started) cluster_wait();
@@ -69,11 +87,60 @@ __global__ void __launch_bounds__(kLatticeThreads, kLatticeMinCtas)
   cluster_arrive_release();
   cluster_wait();
   if (rank != 0) return;
-  walk_block<KP>(a, sm, s, b, anchor_ok, differs);
+  walk_block<KP>(a, sm, s, b, c.anchor_ok, c.differs);
 }
 
+// The common case only (LatticeLaunch::fast): every record's rows staged whole by bulk copies
+// as the records land (spec), the steps and any q rows pushed to the walker, and greedy or
+// sampling known (kHow). Per position: stage, merge and find in one phase, the partial
+// products, then the lanes that choose each row sum its scores: three barriers where the
+// general kernel has six, and none of its fallbacks in the code. Bitwise the general kernel's.
+template <int KP, dfsel_type T, Choose kHow>
+__global__ void __launch_bounds__(kLatticeThreads, lattice_fast_min_ctas(KP))
+    lattice_fast_kernel(LatticeArgs a, LatticeSmem sm, int cluster) {
+  LATTICE_STAMPS_BEGIN;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const LatticeShared<KP> s = carve_lattice<KP>(smem, sm);
+  const int L = a.block_size - 1, b = blockIdx.x / cluster, rank = blockIdx.x % cluster;
+  const CtaStart c = start_cta<KP>(a, s, b, rank);
+  LATTICE_STAMP(0, rank);
+  uint32_t phase = 0;
+  bool started = false;
+  for (int p = 1 + rank; p <= L; p += cluster) {
+    const int d = b * L + p - 1;
+    stage_records<KP>(a, sm, s, d, b, p, c.anchor, c.anchor_ok);
+    clear_slots<KP>(a, s, p);
+    __syncthreads();
+    LATTICE_STAMP(1, rank);
+    if (threadIdx.x == 0) mbar_arrive(&s.bar[0]);
+    merge_and_find<KP>(a, s, d, p, c.anchor_ok);
+    __syncthreads();
+    LATTICE_STAMP(2, rank);
+    product_partials<KP, T, true>(sm, s, a.R, phase);
+    LATTICE_STAMP(3, rank);
+    if (!started) cluster_wait();
+    started = true;
+    finish_row<KP, kHow>(a, s, d, b, p);
+    LATTICE_STAMP(4, rank);
+    if (p + cluster <= L) __syncthreads();  // the next position restages what this one reads
+  }
+  if (!started) cluster_wait();
+  cluster_arrive_release();
+  cluster_wait();
+  LATTICE_STAMP(5, rank);
+  if (rank != 0) return;
+  walk_block<KP, true>(a, sm, s, b, c.anchor_ok, c.differs);
+  LATTICE_STAMP(6, rank);
+}
+
+// The instances of one K bucket and codebook type: the general kernel, then the fast one
+// greedy and sampling (LatticeLaunch::fast says which a launch may take).
+enum LatticePath { kGeneralPath, kGreedyPath, kSamplePath, kPaths };
+
 template <int KP, dfsel_type T>
-void* kernel_of() {
+void* kernel_of(int path) {
+  if (path == kGreedyPath) return (void*)lattice_fast_kernel<KP, T, Choose::kGreedy>;
+  if (path == kSamplePath) return (void*)lattice_fast_kernel<KP, T, Choose::kSample>;
   return (void*)lattice_kernel<KP, T>;
 }
 
@@ -147,6 +214,7 @@ LatticeSmem lattice_smem(const LatticeArgs& a) {
   sm.ok_off = take((size_t)sm.n_slots);
   sm.u_off = take(KP * 4);
   sm.red_off = take((size_t)W::kKg * KP * W::kRedPitch * 4);
+  sm.fin_off = take((size_t)KP * W::kRedPitch * 4);
   sm.table_off = take((size_t)(sm.push_choices ? L : sm.walk_chunk) * KP * sizeof(int2));
   sm.qtab_off = take(sm.push_q ? (size_t)L * KP * KP * 4 : 0);
   sm.used_off = take((size_t)2 * L * 4);
@@ -177,11 +245,18 @@ cudaError_t lattice_launch(const LatticeArgs& a, int device, LatticeLaunch* out,
       out->smem = lattice_smem<KP.value>(a);
       if (out->smem.bytes > (size_t)optin) return cudaErrorInvalidValue;
       // Raised for the plan's device (the caller's current device); the attributes stay.
-      void* kernel = kernel_of<KP.value, T.value>();
-      cudaError_t r = raise_shared_memory_limit(kernel, out->smem.bytes);
-      if (r != cudaSuccess) return r;
+      for (int path = 0; path < kPaths; ++path) {
+        const cudaError_t r = raise_shared_memory_limit(kernel_of<KP.value, T.value>(path), out->smem.bytes);
+        if (r != cudaSuccess) return r;
+      }
       const int want = std::min(L, max_cluster > 0 ? std::min(max_cluster, kMaxCluster) : kMaxCluster);
-      out->cluster = cluster_that_fits(kernel, out->smem.bytes, want);
+      out->cluster = cluster_that_fits(kernel_of<KP.value, T.value>(kGeneralPath), out->smem.bytes, want);
+      const LatticeSmem& sm = out->smem;
+      out->fast = sm.spec && sm.bulk && sm.push_choices;
+      for (int path = kGreedyPath; path < kPaths; ++path)
+        if (!cluster_fits(kernel_of<KP.value, T.value>(path), kLatticeThreads, sm.bytes, out->cluster)) out->fast = 0;
+      out->resident[0] = resident_clusters(kernel_of<KP.value, T.value>(kGeneralPath), kLatticeThreads, sm.bytes, out->cluster);
+      out->resident[1] = out->fast ? resident_clusters(kernel_of<KP.value, T.value>(kGreedyPath), kLatticeThreads, sm.bytes, out->cluster) : 0;
       return cudaSuccess;
     });
   });
@@ -193,11 +268,18 @@ cudaError_t score_lattice(const LatticeArgs& a, const LatticeLaunch& l, cudaStre
   // and the records for layout.n_blocks blocks.
   if (l.kp != k_bucket(a.k) || a.rows.layout.n_blocks < a.n_blocks) return cudaErrorInvalidValue;
   const unsigned grid = (unsigned)a.n_blocks * (unsigned)l.cluster;
+  // Sampling with q rows the walker's table cannot hold reads them back from the workspace.
+  const bool sample = a.walk.temperature > 0.0f;
+  const int path = !l.fast || (sample && a.q && !l.smem.push_q) ? kGeneralPath : sample ? kSamplePath : kGreedyPath;
   return dispatch_k(l.kp, [&](auto KP) {
     return dispatch_weight_type(a.cb_type, [&](auto T) {
       cudaLaunchAttribute attr[2];
       const cudaLaunchConfig_t cfg = launch_config(dim3(grid), kLatticeThreads, l.smem.bytes, stream, l.cluster, true, attr);
-      return cudaLaunchKernelEx(&cfg, lattice_kernel<KP.value, T.value>, a, l.smem, l.cluster);
+      LatticeArgs args = a;
+      LatticeSmem sm = l.smem;
+      int cluster = l.cluster;
+      void* params[] = {&args, &sm, &cluster};
+      return cudaLaunchKernelExC(&cfg, kernel_of<KP.value, T.value>(path), params);
     });
   });
 }

@@ -21,9 +21,16 @@ namespace dfsel::cuda {
 // rows.e_prev / e_next, or of rows.recv when sharded, fix how rows are copied): the K bucket,
 // the cluster (CTAs per block) and positions per CTA, the shared-memory carve, and the
 // kernel's attributes raised on `device`. max_cluster 0 takes the largest the device holds.
+// fast: a launch may take the instance for the common case (rows staged whole by bulk copies,
+// the walker's tables pushed); a caller may clear it to time or test the general kernel, whose
+// results are bitwise the same.
+// resident: the clusters the device holds at once, of the general kernel and of the fast one
+// (greedy; 0 when not fast).
 struct LatticeLaunch {
   int kp;
   int cluster;
+  int fast;
+  int resident[2];
   LatticeSmem smem;
 };
 cudaError_t lattice_launch(const LatticeArgs& args, int device, LatticeLaunch* out, int max_cluster = 0);

@@ -226,6 +226,7 @@ struct Problem {
   std::vector<int32_t> anchors;
   size_t cb_offset = 0;  // replicated codebooks start this many bytes into their allocations
   int max_cluster = 0;   // lattice_launch's: 0, the largest the device holds
+  bool general = false;  // the general kernel even where the fast instance would run
 };
 
 Problem make_problem(int K, int R, dfsel_type cb, int blocks, int block, Mode mode, uint64_t seed) {
@@ -360,6 +361,7 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
   a.error = error.get();
   cuda::LatticeLaunch launch{};
   CUDA_OK(cuda::lattice_launch(a, 0, &launch, pb.max_cluster));
+  if (pb.general) launch.fast = 0;
   ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::score_lattice(a, launch, st); },
                                  launches, graph, [&] {
                                    for (auto* b : {&unary, &scores, &q, &packed, &lattice}) b->poison();
@@ -586,6 +588,15 @@ TEST_P(GpuLatticeShardsPlacementsAndTypes, MatchesReference) {
       if (S == 1 && !sharded) base = out;
       else expect_bitwise(out, base);
     }
+  // The general kernel where the fast instance ran above (one replicated rank, two sharded).
+  Problem general = pb;
+  general.general = true;
+  for (int S : {1, 2}) {
+    SCOPED_TRACE("general kernel, S=" + std::to_string(S));
+    DevOut out;
+    ASSERT_NO_FATAL_FAILURE(run_and_compare(general, S, S == 2, rng, &out));
+    expect_bitwise(out, base);
+  }
 }
 INSTANTIATE_TEST_SUITE_P(, GpuLatticeShardsPlacementsAndTypes, testing::ValuesIn(shard_placement_type_cases()),
                          [](const testing::TestParamInfo<LatticeCase>& info) {
@@ -620,8 +631,11 @@ TEST_P(GpuLatticeMeasuredShapes, MatchesReference) {
   const MeasuredLattice& c = GetParam();
   Problem pb = make_problem(16, 256, DFSEL_TYPE_BF16, c.blocks, 16, Mode{c.v.temperature, c.v.p_min, 0, 1}, rng());
   pb.max_cluster = c.v.max_cluster;
-  DevOut out;
+  DevOut out, general;
   ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, c.v.ranks, c.v.sharded, rng, &out));
+  pb.general = true;  // the kernel the benchmark times beside it: the same bits
+  ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, c.v.ranks, c.v.sharded, rng, &general));
+  expect_bitwise(general, out);
 }
 // "blocks1_sharded_ranks_2" for ScoreLattice/.../sharded/ranks:2 at one block.
 INSTANTIATE_TEST_SUITE_P(, GpuLatticeMeasuredShapes, testing::ValuesIn(measured_lattice_cases()),

@@ -58,8 +58,8 @@ struct LatticeSmem {
   int push_choices;  // the CTAs push the walk's choices into the walker's shared memory
   int push_q;        // ... and their q rows; else the walker reads the lattice rows back
   int walk_chunk;    // positions of the global choices staged at once (push_choices == 0)
-  size_t slots_off, gs_off, recs_off, keys_off, flags_off, cand_off, src_off, rowp_off, ok_off, u_off, red_off, table_off,
-      qtab_off, used_off, bar_off, bytes;
+  size_t slots_off, gs_off, recs_off, keys_off, flags_off, cand_off, src_off, rowp_off, ok_off, u_off, red_off, fin_off,
+      table_off, qtab_off, used_off, bar_off, bytes;
 };
 
 }  // namespace dfsel::cuda

@@ -86,24 +86,59 @@ struct RowLanes {
     return m;
   }
 
+  // The row's per-j values w, every one in every lane (KP <= 32: one shuffle each, all in
+  // flight at once), for the sums in j order to run on registers.
+  __device__ __forceinline__ void gather(const float (&w)[C::kE], float (&all)[KP]) const {
+#pragma unroll
+    for (int j = 0; j < KP; ++j) all[j] = at(w, j);
+  }
+
+  // sum_in_order of the held values w over j < k.
+  __device__ __forceinline__ float sum(int k, const float (&w)[C::kE]) const {
+    if constexpr (KP <= 32) {
+      float all[KP];
+      gather(w, all);
+      return sum_in_order<KP>(k, [&](int j) { return all[j]; });
+    } else {
+      return sum_in_order(k, [&](int j) { return at(w, j); });
+    }
+  }
+
+  // sample_from over the held values q.
+  __device__ __forceinline__ int sample(int k, float u, const float (&q)[C::kE]) const {
+    if constexpr (KP <= 32) {
+      float all[KP];
+      gather(q, all);
+      return sample_from<KP>(k, u, [&](int j) { return all[j]; });
+    } else {
+      return sample_from(k, u, [&](int j) { return at(q, j); });
+    }
+  }
+
   // softmax_weight of every held score against m, and their sum in j order.
   __device__ __forceinline__ float weights(int k, float m, float temp, float (&w)[C::kE]) const {
 #pragma unroll
     for (int e = 0; e < C::kE; ++e) w[e] = softmax_weight(v[e], m, temp);
-    return sum_in_order(k, [&](int j) { return at(w, j); });
+    return sum(k, w);
   }
 };
 
+// How a kernel instance chooses: by the walk's temperature at run time, or knowing it is
+// greedy (temperature <= 0) or sampling, so that the other branch is not in its code.
+enum class Choose { kRuntime, kGreedy, kSample };
+
 // The step taken from row i (walk_choice(S row, K, w, block, p)) in every lane of its group,
-// and, when sampling, the held part of its q row in q.
-template <int KP>
+// and, when sampling, the held part of its q row in q. An instance that knows how it chooses
+// must be given a w that agrees.
+template <int KP, Choose kHow = Choose::kRuntime>
 __device__ __forceinline__ int row_choice(const RowLanes<KP>& r, int k, const WalkParams& w, float u,
                                           float (&q)[ChoiceLanes<KP>::kE]) {
   using C = ChoiceLanes<KP>;
   int j;
   float m = 0.0f;
   bool have_m = false;
-  if (w.temperature > 0.0f) {
+  const bool sample = kHow == Choose::kRuntime ? w.temperature > 0.0f : kHow == Choose::kSample;
+  if (sample) {
     m = r.max(k);
     have_m = true;
     if (m == -INFINITY) {
@@ -114,7 +149,7 @@ __device__ __forceinline__ int row_choice(const RowLanes<KP>& r, int k, const Wa
 #pragma unroll
       for (int e = 0; e < C::kE; ++e) q[e] *= inv;
     }
-    j = sample_from(k, u, [&](int x) { return r.at(q, x); });
+    j = r.sample(k, u, q);
   } else {
     j = r.argmax(k);
   }

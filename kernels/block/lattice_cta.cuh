@@ -45,6 +45,7 @@ struct LatticeShared {
   uint8_t* ok;       // [n_slots] the slot holds a row (spec)
   float* u;          // [KP]
   float* red;        // [kKg][KP][kRedPitch] partial products; S = u + their sum lands in red[0]
+  float* fin;        // [KP][kRedPitch] S for the packed rows, where the lanes that choose sum it
   int2* table;       // walker: [L][KP] {choice, emitted id} pushed by every CTA, or a staged chunk
   float* qtab;       // walker: [L][KP][KP] q rows pushed by every CTA (push_q)
   int* used;         // walker: [L] lattice row of each step, -1 once stopped
@@ -69,6 +70,7 @@ __device__ __forceinline__ LatticeShared<KP> carve_lattice(uint8_t* smem, const 
   s.ok = smem + sm.ok_off;
   s.u = (float*)(smem + sm.u_off);
   s.red = (float*)(smem + sm.red_off);
+  s.fin = (float*)(smem + sm.fin_off);
   s.table = (int2*)(smem + sm.table_off);
   s.qtab = (float*)(smem + sm.qtab_off);
   s.used = (int*)(smem + sm.used_off);

@@ -129,3 +129,74 @@ __device__ void find_rows(const LatticeArgs& a, const LatticeSmem& sm, const Lat
 }
 
 }  // namespace dfsel::cuda
+
+namespace dfsel::cuda {
+
+// The fast instance's phases 2 and 3 as one (score_lattice.cu): with every row staged whole
+// (spec), the thread that ranks a record also writes what find_rows derives from it. Before
+// the staging barrier, clear_slots leaves the lanes past K empty and, at p = 1, every
+// predecessor but the anchor's; merge_and_find then fills the rest.
+template <int KP>
+__device__ void clear_slots(const LatticeArgs& a, const LatticeShared<KP>& s, int p) {
+  for (int j = threadIdx.x; j < KP; j += kLatticeThreads) {
+    if (j >= a.k) {
+      s.u[j] = 0.0f;
+      s.nslot[j] = -1;
+    }
+    if (j >= a.k || p == 1) s.pslot[j] = -1;
+  }
+}
+
+// merge_records and find_rows, bitwise: a record whose key has `above` larger keys takes rank
+// `above` (cand_rank). Records that repeat a key share its rank and leave the ranks after it
+// empty; the first of them (lowest index) writes its rank and those holes, which find_rows
+// reads as CandRec{0, -1} with record 0's rows. Sharded, at p = 1, the anchor's row is the
+// lowest rank's that flags it.
+template <int KP>
+__device__ void merge_and_find(const LatticeArgs& a, const LatticeShared<KP>& s, int d, int p, bool anchor_ok) {
+  const int K = a.k, tid = threadIdx.x, S = a.rows.n_ranks;
+  const int n_recs = S * K, n_lists = p >= 2 ? 2 : 1;
+  for (int e = tid; e < n_lists * n_recs; e += kLatticeThreads) {
+    const int w = e / n_recs, q = e % n_recs;
+    const uint64_t* keys = s.keys + w * n_recs;
+    const uint64_t mine = keys[q];
+    int above = 0, same = 0, before = 0;
+    for (int j = 0; j < n_recs; ++j) {
+      const uint64_t k = keys[j];
+      above += k > mine;
+      same += k == mine;
+      before += k == mine && j < q;
+    }
+    if (before != 0 || above >= K) continue;
+    const int last = min(above + same, K);
+    for (int j = above; j < last; ++j) {
+      const bool own = j == above;
+      if (w == 0) {
+        const CandRec c = own ? s.recs[e] : CandRec{0.0f, -1};
+        const int qn = own ? q : 0;
+        const float u = transform_logit(a.transform, c.z);
+        s.cand[j] = c;
+        s.u[j] = u;
+        s.nslot[j] = s.ok[qn] ? qn : -1;
+        const size_t o = (size_t)d * K + j;
+        if (a.cand_ids) a.cand_ids[o] = c.id;
+        if (a.unary) a.unary[o] = u;
+      } else {
+        const int qp = n_recs + (own ? q : 0);
+        s.pslot[j] = s.ok[qp] ? qp : -1;
+      }
+    }
+  }
+  if (p == 1 && anchor_ok && tid == kLatticeThreads - 1) {
+    int slot = n_recs;
+    if (a.rows.layout.sharded) {
+      int owner = S;
+      for (int r = S - 1; r >= 0; --r)
+        if (s.flags[r] == 1) owner = r;
+      slot = owner < S ? n_recs + owner : -1;
+    }
+    s.pslot[0] = slot >= 0 && s.ok[slot] ? slot : -1;
+  }
+}
+
+}  // namespace dfsel::cuda

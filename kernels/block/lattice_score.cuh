@@ -83,9 +83,11 @@ __device__ void copy_chunk(const LatticeSmem& sm, const LatticeShared<KP>& s, in
   __syncthreads();
 }
 
-// Leaves S[i][j] = u[j] + the products in s.red (pitch kRedPitch). Ends with a barrier.
-template <int KP, dfsel_type T>
-__device__ void score_rows(const LatticeSmem& sm, const LatticeShared<KP>& s, int R, uint32_t& phase) {
+// Leaves each warp group kg's partial products in s.red + kg * KP * kRedPitch, ends with a
+// barrier. kWhole: the instance knows the carve is spec (every row staged whole as its record
+// landed), so the chunk copies are not in its code.
+template <int KP, dfsel_type T, bool kWhole = false>
+__device__ void product_partials(const LatticeSmem& sm, const LatticeShared<KP>& s, int R, uint32_t& phase) {
   using W = LatticeWarps<KP>;
   constexpr int kTb = terms_of(T);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, t = lane % 4;
@@ -102,7 +104,7 @@ __device__ void score_rows(const LatticeSmem& sm, const LatticeShared<KP>& s, in
   const int r16 = padded_rank(R);
   for (int c0 = 0; c0 < R; c0 += sm.rc) {
     const int c1 = min(c0 + sm.rc, r16);
-    if (sm.spec) {
+    if (kWhole || sm.spec) {
       mbar_wait(&s.bar[0], phase);
       phase ^= 1u;
     } else {
@@ -148,6 +150,7 @@ __device__ void score_rows(const LatticeSmem& sm, const LatticeShared<KP>& s, in
         for (int c = 0; c < 4; ++c) acc[n][c] += part[c];
       }
     }
+    if (kWhole) break;  // one chunk: rc is R rounded up to 16
     if (c0 + sm.rc < R) __syncthreads();  // the next chunk overwrites the slots
   }
 
@@ -160,12 +163,26 @@ __device__ void score_rows(const LatticeSmem& sm, const LatticeShared<KP>& s, in
     if (i1 < KP) red[i1 * P + j] = acc[n][2], red[i1 * P + j + 1] = acc[n][3];
   }
   __syncthreads();
-  for (int o = tid; o < KP * KP; o += kLatticeThreads) {
-    const int i = o / KP, j = o % KP;
-    float v = 0.0f;
+}
+
+// S[i][j] = u[j] + the partial products of warp groups 0, 1, ... in that order, from s.red.
+// Every instance sums here, so the bits are the same whichever one scores a row.
+template <int KP>
+__device__ __forceinline__ float summed_score(const LatticeShared<KP>& s, int i, int j) {
+  using W = LatticeWarps<KP>;
+  float v = 0.0f;
 #pragma unroll
-    for (int g = 0; g < W::kKg; ++g) v += s.red[(size_t)g * KP * P + i * P + j];
-    s.red[i * P + j] = s.u[j] + v;
+  for (int g = 0; g < W::kKg; ++g) v += s.red[(size_t)g * KP * W::kRedPitch + i * W::kRedPitch + j];
+  return s.u[j] + v;
+}
+
+// Leaves S[i][j] = u[j] + the products in s.red (pitch kRedPitch). Ends with a barrier.
+template <int KP, dfsel_type T>
+__device__ void score_rows(const LatticeSmem& sm, const LatticeShared<KP>& s, int R, uint32_t& phase) {
+  product_partials<KP, T>(sm, s, R, phase);
+  for (int o = threadIdx.x; o < KP * KP; o += kLatticeThreads) {
+    const int i = o / KP, j = o % KP;  // (i, j) of group 0 is read and written by this thread alone
+    s.red[i * LatticeWarps<KP>::kRedPitch + j] = summed_score<KP>(s, i, j);
   }
   __syncthreads();
 }

@@ -6,3 +6,10 @@
 #else
 #define DFSEL_HD inline
 #endif
+
+// A loop the device compiler unrolls (its bound a compile-time constant); a plain loop on the host.
+#if defined(__CUDA_ARCH__)
+#define DFSEL_UNROLL _Pragma("unroll")
+#else
+#define DFSEL_UNROLL
+#endif

@@ -38,11 +38,18 @@ DFSEL_HD int argmax_row(const float* s, int k) {
 }
 
 // w(0) + w(1) + ... + w(k - 1), added in that order from +0: the one order every softmax sum
-// of a row is taken in (a kernel may gather the values from other lanes).
-template <class W>
+// of a row is taken in (a kernel may gather the values from other lanes). kMax > 0 promises
+// k <= kMax, and the device unrolls the loop, so that w may index registers.
+template <int kMax = 0, class W>
 DFSEL_HD float sum_in_order(int k, W w) {
   float sum = 0.0f;
-  for (int j = 0; j < k; ++j) sum += w(j);
+  if constexpr (kMax > 0) {
+    DFSEL_UNROLL
+    for (int j = 0; j < kMax; ++j)
+      if (j < k) sum += w(j);
+  } else {
+    for (int j = 0; j < k; ++j) sum += w(j);
+  }
   return sum;
 }
 
@@ -85,15 +92,23 @@ DFSEL_HD void softmax_row(const float* s, int k, float temp, float* q) {
 // Inverse CDF over q(0), ..., q(k - 1): the first j whose running sum exceeds u; the last j
 // with q > 0 when rounding leaves the total below u. Every q(j) is asked for, in j order (a
 // kernel may gather them from other lanes).
-template <class Q>
+// kMax as sum_in_order's.
+template <int kMax = 0, class Q>
 DFSEL_HD int sample_from(int k, float u, Q q) {
   float c = 0.0f;
   int last = 0, hit = -1;
-  for (int j = 0; j < k; ++j) {
+  auto take = [&](int j) {
     const float qj = q(j);
     if (qj > 0.0f) last = j;
     c += qj;
     if (hit < 0 && u < c && qj > 0.0f) hit = j;
+  };
+  if constexpr (kMax > 0) {
+    DFSEL_UNROLL
+    for (int j = 0; j < kMax; ++j)
+      if (j < k) take(j);
+  } else {
+    for (int j = 0; j < k; ++j) take(j);
   }
   return hit >= 0 ? hit : last;
 }
