@@ -12,6 +12,9 @@
 
 namespace dfsel::cuda {
 
+// Elements of g a thread loads before the records (R up to 512 in one go; the rest after).
+constexpr int kStagedG = 2;
+
 // Records e < n_lists * S*K: list w = e / (S*K) is row d - w. Spec: record e's row (E_next of
 // d for list 0, E_prev of d - 1 for list 1) goes to slot e; at p = 1 slot S*K + r takes rank r's
 // anchor row (sharded) or slot S*K the anchor's (replicated). Sharded rows are found without
@@ -24,6 +27,15 @@ __device__ void stage_records(const LatticeArgs& a, const LatticeSmem& sm, const
   const bool sharded = a.rows.layout.sharded, spec = sm.spec;
   const int n_anchor = p == 1 ? (sharded ? S : 1) : 0;
   const uint32_t bytes = (uint32_t)sm.copy_bytes;
+  // g[d] first, into registers: the copies below are ordered memory operations, and a load
+  // after them would wait for the records before it is even issued.
+  const int r16 = padded_rank(R);
+  float gv[kStagedG];
+#pragma unroll
+  for (int i = 0; i < kStagedG; ++i) {
+    const int r = tid + i * kLatticeThreads;
+    gv[i] = r < R ? a.g[(size_t)d * R + r] : 0.0f;
+  }
   auto copy = [&](int slot, const uint8_t* row) {
     s.ok[slot] = row != nullptr;
     if (!row) return;
@@ -46,8 +58,11 @@ __device__ void stage_records(const LatticeArgs& a, const LatticeSmem& sm, const
       copy(e, anchor_ok ? book_row(a.rows, a.rows.e_prev, anchor) : nullptr);
     }
   }
-  const int r16 = padded_rank(R);
-  for (int r = tid; r < r16; r += kLatticeThreads) s.gs[r] = r < R ? a.g[(size_t)d * R + r] : 0.0f;
+#pragma unroll
+  for (int i = 0; i < kStagedG; ++i)
+    if (tid + i * kLatticeThreads < r16) s.gs[tid + i * kLatticeThreads] = gv[i];
+  for (int r = tid + kStagedG * kLatticeThreads; r < r16; r += kLatticeThreads)
+    s.gs[r] = r < R ? a.g[(size_t)d * R + r] : 0.0f;
   for (int j = tid; j < 2 * KP; j += kLatticeThreads) {  // holes only if records repeat a key
     s.cand[j] = CandRec{0.0f, -1};
     s.src[j] = 0;
@@ -161,6 +176,7 @@ __device__ void merge_and_find(const LatticeArgs& a, const LatticeShared<KP>& s,
     const uint64_t* keys = s.keys + w * n_recs;
     const uint64_t mine = keys[q];
     int above = 0, same = 0, before = 0;
+#pragma unroll 8
     for (int j = 0; j < n_recs; ++j) {
       const uint64_t k = keys[j];
       above += k > mine;
