@@ -126,10 +126,6 @@ __device__ void finish_row(const LatticeArgs& a, const LatticeShared<KP>& s, int
   }
 }
 
-// The walk of block b in its walker, once every CTA of the cluster has released its steps:
-// one thread follows them (L dependent shared loads; from the workspace, a chunk of positions
-// staged at a time), then the path, the emitted ids and the q rows are written in parallel.
-// A block whose ranks were given different inputs (some thread's `differs`) walks nothing.
 // The q rows of block b recomputed from the lattice rows its steps used, read back from the
 // workspace, a position a thread.
 template <int KP>
@@ -147,6 +143,10 @@ __device__ void q_from_lattice(const LatticeArgs& a, const LatticeShared<KP>& s,
   }
 }
 
+// The walk of block b in its walker, once every CTA of the cluster has released its steps:
+// one thread follows them (L dependent shared loads; from the workspace, a chunk of positions
+// staged at a time), then the path, the emitted ids and the q rows are written in parallel.
+// A block whose ranks were given different inputs (some thread's `differs`) walks nothing.
 // kPushed: the instance knows every CTA pushed its steps (and, when q is written, its q rows)
 // into the walker's tables, so the workspace paths are not in its code.
 template <int KP, bool kPushed = false>
