@@ -288,6 +288,7 @@ struct DevOut {
   std::vector<int32_t> cand_ids, path, n_emitted;
   std::vector<float> unary, scores, q, packed;
   int32_t error = 0;
+  int fast = 0;  // the launch plan let the fast instance run
 };
 
 constexpr size_t kPackedPad = 5;  // floats between packed rows beyond n_embd, left untouched
@@ -362,6 +363,7 @@ void run_lattice(const Problem& pb, const std::vector<int64_t>& bounds, bool sha
   cuda::LatticeLaunch launch{};
   CUDA_OK(cuda::lattice_launch(a, 0, &launch, pb.max_cluster));
   if (pb.general) launch.fast = 0;
+  out->fast = launch.fast;
   ASSERT_NO_FATAL_FAILURE(repeat([&](cudaStream_t st) { return cuda::score_lattice(a, launch, st); },
                                  launches, graph, [&] {
                                    for (auto* b : {&unary, &scores, &q, &packed, &lattice}) b->poison();
@@ -635,6 +637,8 @@ TEST_P(GpuLatticeMeasuredShapes, MatchesReference) {
   ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, c.v.ranks, c.v.sharded, rng, &out));
   pb.general = true;  // the kernel the benchmark times beside it: the same bits
   ASSERT_NO_FATAL_FAILURE(run_and_compare(pb, c.v.ranks, c.v.sharded, rng, &general));
+  EXPECT_EQ(out.fast, 1) << "every measured shape is the fast instance's, or the comparison compares nothing";
+  EXPECT_EQ(general.fast, 0);
   expect_bitwise(general, out);
 }
 // "blocks1_sharded_ranks_2" for ScoreLattice/.../sharded/ranks:2 at one block.
