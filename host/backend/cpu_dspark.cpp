@@ -269,7 +269,7 @@ Status CpuDSpark::receive(int32_t x, void*) {
       set_e(b, dspark_record_row(lay, (void*)(recv + (size_t)m.anchor_rank * lay.bytes), b));
       continue;
     }
-    const uint8_t* from = take_dspark_exchange(m, lay, recv, b, x, sh_.N, in_.temperature, &state_[b], out_);
+    const uint8_t* from = take_dspark_exchange(m, lay, recv, b, x, sh_.N, in_.temperature, &state_[b], &out_);
     if (!from) continue;
     const DSparkRecord& w = *dspark_record(lay, (void*)from, b);
     // Every rank merged the same winner, so every rank of a group fails here alike (none waits).

@@ -12,10 +12,23 @@
 #include "kernels/common/dspark_record.cuh"
 #include "kernels/common/error_flag.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/common/order.cuh"
 
 namespace dfsel::cuda {
 
 constexpr unsigned kFullWarp = 0xffffffffu;
+
+// The largest l of a row from the largest value_key (0: nothing but NaN, -inf as the reference
+// leaves it).
+__device__ __forceinline__ float row_max_of(uint32_t vk) {
+  return vk == 0u ? -INFINITY : cand_from_key((uint64_t)vk << 32).z;
+}
+
+// Adds u to a 128-bit sum held as two words (shared or global memory), exactly.
+__device__ __forceinline__ void add_norm(unsigned long long* lo, unsigned long long* hi, uint64_t u) {
+  const unsigned long long old = atomicAdd(lo, (unsigned long long)u);
+  if (old + u < old) atomicAdd(hi, 1ull);
+}
 
 template <dfsel_type T>
 __device__ __forceinline__ void dspark_widen_lanes(const uint8_t* row, int R, int R8, float* e, int lane) {
@@ -23,10 +36,9 @@ __device__ __forceinline__ void dspark_widen_lanes(const uint8_t* row, int R, in
   for (int r = lane; r < R8; r += 32) e[r] = r < R ? load_elem(row, T, r) : 0.0f;
 }
 
-// e[b] = the W1 row `row` (stored as a.w1_type) widened, zeros past R to R8. Lanes split it,
+// e = the W1 row `row` (stored as a.w1_type) widened, zeros past R to R8. Lanes split it,
 // the type known in the loop so that each lane's loads are in flight together.
-__device__ __forceinline__ void dspark_set_e(const DSparkChainArgs& a, int b, const uint8_t* row, int lane) {
-  float* e = a.e + (size_t)b * a.R8;
+__device__ __forceinline__ void dspark_set_e(const DSparkChainArgs& a, float* e, const uint8_t* row, int lane) {
   switch (a.w1_type) {
     case DFSEL_TYPE_F32: dspark_widen_lanes<DFSEL_TYPE_F32>(row, a.R, a.R8, e, lane); break;
     case DFSEL_TYPE_F16: dspark_widen_lanes<DFSEL_TYPE_F16>(row, a.R, a.R8, e, lane); break;
@@ -45,22 +57,47 @@ __device__ __forceinline__ float dspark_meet_chains(float c) {
 
 // The confidence head before step k: lanes 0..7 carry chain j of w . [h_k ; e_k] on from where
 // begin left it after h (element n_embd + r joins chain (n_embd + r) % 8), lane 0 meets them;
-// the block stops when c_k < p_min. e[b] must be visible to the warp (__syncwarp after it).
-__device__ __forceinline__ void dspark_prepare_step(const DSparkChainArgs& a, int b, int k, int lane) {
+// the block stops (*drafting = 0) when c_k < p_min; `write`: c_k is written to the outputs. e
+// (e_k widened) must be visible to the warp.
+__device__ __forceinline__ void dspark_confidence_gate(const DSparkChainArgs& a, int b, int k, const float* e, int lane,
+                                                       int32_t* drafting, bool write) {
   if (!a.conf_w) return;
   float c = 0.0f;
   if (lane < kDotChains) {
     c = a.hconf[((size_t)b * a.N + (k - 1)) * kDotChains + lane];
-    const float* e = a.e + (size_t)b * a.R8;
     const int first = (int)((lane - a.n_embd % kDotChains + kDotChains) % kDotChains);
     for (int r = first; r < a.R; r += kDotChains) c = fmaf(load_elem(a.conf_w, a.conf_type, a.n_embd + r), e[r], c);
   }
   const float x = dspark_meet_chains(c);
   if (lane == 0) {
     const float conf = confidence_of(x, a.conf_bias);
-    if (a.out.confidence) a.out.confidence[dspark_cell(b, a.N, k)] = conf;
-    if (a.p_min > 0.0f && conf < a.p_min) a.state[b].drafting = 0;
+    if (write && a.out.confidence) a.out.confidence[dspark_cell(b, a.N, k)] = conf;
+    if (a.p_min > 0.0f && conf < a.p_min) *drafting = 0;
   }
+}
+
+// The confidence before step k from the block's e in the workspace, into its state (__syncwarp
+// after e).
+__device__ __forceinline__ void dspark_prepare_step(const DSparkChainArgs& a, int b, int k, int lane) {
+  dspark_confidence_gate(a, b, k, a.e + (size_t)b * a.R8, lane, &a.state[b].drafting, true);
+}
+
+// Lane 0: exchange x's merged records of block b (m, recv) into st and, with out, the outputs
+// and error flags: a winner whose target id d2t now maps outside W1 stops the block (d2t
+// changed after creation: no W1 row is read; the first such entry is reported, error[2..6]:
+// flag, draft id, target id, block, step). Whether the block emitted a step whose W1 row is next.
+__device__ __forceinline__ bool dspark_take_merged(const DSparkChainArgs& a, const DSparkMerged& m,
+                                                   const DSparkLayout& lay, const uint8_t* recv, int b, int x,
+                                                   DSparkChainState* st, const dfsel_dspark_outputs* out) {
+  const DSparkRecord* w = m.winner >= 0 ? dspark_record(lay, (void*)(recv + (size_t)m.winner * lay.bytes), b) : nullptr;
+  if (x <= a.N && st->drafting && w && !dspark_target_in_range(w->target_id, a.n_target_vocab)) {
+    if (out && atomicCAS(&a.error[2], 0, 1) == 0) {
+      a.error[3] = w->draft_id, a.error[4] = w->target_id, a.error[5] = b, a.error[6] = x;
+    }
+    st->drafting = 0, st->emitted = 0;
+    return false;
+  }
+  return take_dspark_exchange(m, lay, recv, b, x, a.N, a.temperature, st, out) != nullptr;
 }
 
 // Exchange x's records of block b merged (the warp calls it together; records visible). At a
@@ -91,32 +128,21 @@ __device__ __forceinline__ void dspark_merge_block(const DSparkChainArgs& a, int
       }
       return;
     }
-    dspark_set_e(a, b, dspark_record_row(lay, (void*)(a.recv + (size_t)m.anchor_rank * lay.bytes), b), lane);
+    dspark_set_e(a, a.e + (size_t)b * a.R8, dspark_record_row(lay, (void*)(a.recv + (size_t)m.anchor_rank * lay.bytes), b), lane);
     __syncwarp();
     dspark_prepare_step(a, b, 1, lane);
     return;
   }
   int won = 0;
   if (lane == 0) {  // the outputs and the state, as every backend takes an exchange
-    const DSparkRecord* w =
-        m.winner >= 0 ? dspark_record(lay, (void*)(a.recv + (size_t)m.winner * lay.bytes), b) : nullptr;
-    if (x <= a.N && st.drafting && w && !dspark_target_in_range(w->target_id, a.n_target_vocab)) {
-      // d2t changed after creation: no W1 row is read; the block stops, the first such entry
-      // is reported (error[2..6]: flag, draft id, target id, block, step).
-      if (atomicCAS(&a.error[2], 0, 1) == 0) {
-        a.error[3] = w->draft_id, a.error[4] = w->target_id, a.error[5] = b, a.error[6] = x;
-      }
-      st.drafting = 0, st.emitted = 0;
-    } else {
-      won = take_dspark_exchange(m, lay, a.recv, b, x, a.N, a.temperature, &st, a.out) != nullptr;
-    }
+    won = dspark_take_merged(a, m, lay, a.recv, b, x, &st, &a.out);
     a.state[b] = st;
   }
   if (!__shfl_sync(kFullWarp, won, 0)) return;
   const uint8_t* from = a.recv + (size_t)m.winner * lay.bytes;
   const uint8_t* row = lay.row_bytes ? dspark_record_row(lay, (void*)from, b)
                                      : a.w1 + (size_t)dspark_record(lay, (void*)from, b)->target_id * a.w1_stride;
-  dspark_set_e(a, b, row, lane);
+  dspark_set_e(a, a.e + (size_t)b * a.R8, row, lane);
   __syncwarp();
   if (x < a.N) dspark_prepare_step(a, b, x + 1, lane);
 }

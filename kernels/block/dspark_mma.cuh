@@ -52,8 +52,25 @@ __device__ __forceinline__ void dspark_fill_e_terms(uint8_t* e_b, int e_pitch, c
   }
 }
 
+// A 16-byte load of W2 that the L1 does not keep: kEvictFirst also marks it first to go from
+// the L2 (a pass reads a row once a step); otherwise the L2 keeps it as it would any line, so
+// that the next step of a one-launch chain finds the rows this one read last.
+template <bool kEvictFirst>
+__device__ __forceinline__ uint4 dspark_w2_load(const uint4* p) {
+  if constexpr (kEvictFirst) {
+    return __ldcs(p);
+  } else {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+  }
+}
+
 // The lane's 16 bytes of each chunk of rows va and vb (< vs, else zeros): chunks
-// c < chunks, streamed (each row is read once a step). W2 16-byte aligned, rows too.
+// c < chunks. W2 16-byte aligned, rows too.
+template <bool kEvictFirst = true>
 __device__ __forceinline__ void dspark_slice_loads(const uint8_t* w2, size_t stride, int64_t va, int64_t vb, int64_t vs,
                                                    int chunks, int lane, uint4 (&wa)[kDSparkMmaChunks],
                                                    uint4 (&wb)[kDSparkMmaChunks]) {
@@ -61,8 +78,8 @@ __device__ __forceinline__ void dspark_slice_loads(const uint8_t* w2, size_t str
   const uint4* pb = reinterpret_cast<const uint4*>(w2 + (size_t)vb * stride) + (lane & 3);
 #pragma unroll
   for (int c = 0; c < kDSparkMmaChunks; ++c) {
-    wa[c] = va < vs && c < chunks ? __ldcs(pa + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
-    wb[c] = vb < vs && c < chunks ? __ldcs(pb + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
+    wa[c] = va < vs && c < chunks ? dspark_w2_load<kEvictFirst>(pa + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
+    wb[c] = vb < vs && c < chunks ? dspark_w2_load<kEvictFirst>(pb + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
   }
 }
 

@@ -66,19 +66,30 @@ DFSEL_HD float markov_logit(Transform t, float z, float dot, float scale) {
   return markov_transform(t, z) + dot * scale;
 }
 
-// Gumbel noise of token id at step `step` of block `block`: one Philox4x32-10 call serves
-// four consecutive ids. u is an odd multiple of 2^-24, never 0 or 1, so the noise is finite.
-DFSEL_HD float markov_gumbel(uint64_t seed, uint32_t block, uint32_t step, int32_t id) {
+// The Philox4x32-10 call whose words are the noise of ids 4c .. 4c + 3 (c = id >> 2) at step
+// `step` of block `block`.
+DFSEL_HD Philox4 markov_philox(uint64_t seed, uint32_t block, uint32_t step, uint32_t c) {
   Philox4 ctr;
-  ctr.v[0] = (uint32_t)id >> 2;
+  ctr.v[0] = c;
   ctr.v[1] = block;
   ctr.v[2] = step;
   ctr.v[3] = 0x6473706bu;  // "dspk": apart from the DFlash2 walk's draws on the same seed
-  const Philox4 r = philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
-  const uint32_t q = (uint32_t)id & 3u;  // a select, not an index: the words stay in registers
-  const uint32_t word = q == 0 ? r.v[0] : q == 1 ? r.v[1] : q == 2 ? r.v[2] : r.v[3];
+  return philox4x32_10(ctr, (uint32_t)seed, (uint32_t)(seed >> 32));
+}
+
+// Gumbel noise from one word of a call: u is an odd multiple of 2^-24, never 0 or 1, so the
+// noise is finite.
+DFSEL_HD float markov_gumbel_of_word(uint32_t word) {
   const float u = (float)((word >> 8) | 1u) * (1.0f / 16777216.0f);
   return -portable_logf(-portable_logf(u));
+}
+
+// Gumbel noise of token id at step `step` of block `block`: word id % 4 of markov_philox's call
+// (one call serves four consecutive ids; the one-launch chain shares each between lanes).
+DFSEL_HD float markov_gumbel(uint64_t seed, uint32_t block, uint32_t step, int32_t id) {
+  const Philox4 r = markov_philox(seed, block, step, (uint32_t)id >> 2);
+  const uint32_t q = (uint32_t)id & 3u;  // a select, not an index: the words stay in registers
+  return markov_gumbel_of_word(q == 0 ? r.v[0] : q == 1 ? r.v[1] : q == 2 ? r.v[2] : r.v[3]);
 }
 
 // The key a sampling step ranks token ids by (Gumbel-max: the largest key is a draw from

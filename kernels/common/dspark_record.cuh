@@ -157,24 +157,27 @@ DFSEL_HD bool dspark_target_in_range(int32_t target_id, int64_t n_target_vocab) 
 // and backend: step x - 1's probability and log-normaliser once its normaliser is whole
 // (sampling), then step x's token, draft id and l if the block still drafts. Returns the
 // winning rank's records (its target id is the next step's predecessor; with sharded W1 its
-// row is the next W1 row), or null when the block emits nothing at x.
+// row is the next W1 row), or null when the block emits nothing at x. With out null only the
+// state moves: the CTAs of the one-launch chain that are not its writer keep their own copy.
 DFSEL_HD const uint8_t* take_dspark_exchange(const DSparkMerged& m, const DSparkLayout& l, const uint8_t* recv, int b,
                                              int x, int N, float temperature, DSparkChainState* st,
-                                             const dfsel_dspark_outputs& out) {
-  if (x >= 2 && st->emitted && temperature > 0.0f) {
+                                             const dfsel_dspark_outputs* out) {
+  if (out && x >= 2 && st->emitted && temperature > 0.0f) {
     const size_t at = dspark_cell(b, N, x - 1);
-    if (out.probs) out.probs[at] = markov_prob(st->last_logit, st->last_max, temperature, m.norm);
-    if (out.log_norm) out.log_norm[at] = markov_log_norm(st->last_max, temperature, m.norm);
+    if (out->probs) out->probs[at] = markov_prob(st->last_logit, st->last_max, temperature, m.norm);
+    if (out->log_norm) out->log_norm[at] = markov_log_norm(st->last_max, temperature, m.norm);
   }
   st->emitted = 0;
   if (x > N || !st->drafting || m.winner < 0) return nullptr;
   const uint8_t* from = recv + (size_t)m.winner * l.bytes;
   const DSparkRecord& w = *dspark_record(l, (void*)from, b);
-  const size_t at = dspark_cell(b, N, x);
-  out.tokens[at] = w.target_id;
-  if (out.draft_ids) out.draft_ids[at] = w.draft_id;
-  if (out.logits) out.logits[at] = w.logit;
-  out.n_emitted[b] += 1;
+  if (out) {
+    const size_t at = dspark_cell(b, N, x);
+    out->tokens[at] = w.target_id;
+    if (out->draft_ids) out->draft_ids[at] = w.draft_id;
+    if (out->logits) out->logits[at] = w.logit;
+    out->n_emitted[b] += 1;
+  }
   *st = DSparkChainState{1, 1, m.row_max, w.logit};
   return from;
 }
