@@ -32,18 +32,6 @@ __device__ __forceinline__ uint64_t ldcg_u64(const uint64_t* p) {
   return (uint64_t)__ldcg(reinterpret_cast<const unsigned long long*>(p));
 }
 
-// The largest l of a row from the largest value_key (0: nothing but NaN, -inf as the reference
-// leaves it).
-__device__ __forceinline__ float row_max_of(uint32_t vk) {
-  return vk == 0u ? -INFINITY : cand_from_key((uint64_t)vk << 32).z;
-}
-
-// Adds u to a 128-bit sum in shared memory held as two words, exactly.
-__device__ __forceinline__ void add_norm(unsigned long long* lo, unsigned long long* hi, uint64_t u) {
-  const unsigned long long old = atomicAdd(lo, (unsigned long long)u);
-  if (old + u < old) atomicAdd(hi, 1ull);
-}
-
 // Per block: outputs cleared, its state, the hidden part of its confidence chains for every step,
 // exchange 0's record (sharded W1 on several ranks), and where this rank has the anchor's W1 row
 // (replicated W1, or one rank) e and the confidence before step 1. Launched normally: it is a
@@ -54,6 +42,8 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
   const int32_t anchor = a.anchors[b];
   const bool valid = anchor >= 0 && anchor < a.n_target_vocab;
   for (int i = tid; i < a.N; i += blockDim.x) clear_dspark_cell(a.out, dspark_cell(b, a.N, i + 1));
+  for (int x = tid; x < a.N + 2; x += blockDim.x) a.slots[(size_t)x * a.max_blocks + b] = DSparkStepSlot{0, 0, 0, 0u, 0u};
+  if (b == 0 && tid == 0) a.barrier[0] = 0;
   if (tid == 0) {
     a.out.n_emitted[b] = 0;
     a.state[b] = DSparkChainState{valid ? 1 : 0, 0, -INFINITY, 0.0f};
@@ -106,7 +96,7 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
       for (size_t i = tid; i < lay.row_bytes; i += blockDim.x) dst[i] = src[i];
     }
   } else if (valid && warp == 0) {
-    dspark_set_e(a, b, a.w1 + (size_t)(anchor - (a.sharded_w1 ? a.v_begin : 0)) * a.w1_stride, lane);
+    dspark_set_e(a, a.e + (size_t)b * a.R8, a.w1 + (size_t)(anchor - (a.sharded_w1 ? a.v_begin : 0)) * a.w1_stride, lane);
   }
   __syncthreads();  // hconf and e written
   if (local_e && valid && warp == 0) dspark_prepare_step(a, b, 1, lane);

@@ -675,9 +675,9 @@ TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
   const struct {
     dfsel_type w2_t;
     int R, blocks;
-    bool supported, mma;  // mma may be asked; auto takes it (two blocks or more)
+    bool supported, mma;  // mma may be asked; auto takes it
   } cases[] = {{DFSEL_TYPE_BF16, 64, 3, true, true},   {DFSEL_TYPE_Q4_K, 256, 3, true, true},
-               {DFSEL_TYPE_BF16, 64, 1, true, false},  {DFSEL_TYPE_F32, 64, 3, false, false},
+               {DFSEL_TYPE_BF16, 64, 1, true, true},  {DFSEL_TYPE_F32, 64, 3, false, false},
                {DFSEL_TYPE_F16, 64, 3, false, false},  {DFSEL_TYPE_Q8_0, 64, 3, false, false},
                {DFSEL_TYPE_BF16, 48, 3, false, false}, {DFSEL_TYPE_BF16, 288, 3, false, false}};
   for (const auto& k : cases) {
@@ -727,6 +727,65 @@ TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
       else EXPECT_EQ(dspark_bitwise_diff(x, cpu_result(c, d, r)), "") << "against the CPU backend";
     }
   }
+}
+
+// On one rank the tensor-core chain runs as one launch (DFSEL_DSPARK_PRODUCT unset or mma), and
+// with mma-steps a launch a step, as on several ranks: the same bits, for both W1 kinds (one
+// BF16 term of e, or three), groups of 8 and 16 blocks and more blocks than a group holds,
+// greedy and sampling, a confidence head with p_min, d2t, one scale and one a row, a softcap,
+// both layouts, sharded W1, and shards whose rows are not a whole number of slices.
+TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    int64_t V;
+    int R, N, blocks;
+    dfsel_type w1_t;
+  };
+  const Shape shapes[] = {{4099, 64, 5, 1, DFSEL_TYPE_BF16},  {2053, 96, 3, 5, DFSEL_TYPE_F32},
+                          {6007, 256, 4, 12, DFSEL_TYPE_BF16}, {3001, 32, 6, 21, DFSEL_TYPE_F16},
+                          {1031, 128, 7, 9, DFSEL_TYPE_Q8_0}};
+  int cases = 0;
+  for (const Shape& sh : shapes)
+    for (float temperature : {0.0f, 0.9f}) {
+      DSparkCase c = sized(sh.V, sh.R, 40, sh.N, sh.blocks);
+      c.w1_t = sh.w1_t;
+      c.w2_t = (cases % 3 == 2) ? DFSEL_TYPE_Q4_K : DFSEL_TYPE_BF16;
+      if (c.w2_t == DFSEL_TYPE_Q4_K) c.R = 256;
+      c.from_anchor = cases % 2 == 0;
+      c.scale_rows = cases % 3;
+      c.softcap = cases % 4 == 1 ? 30.0f : 0.0f;
+      DSparkRunOpts r;
+      if (cases % 4 == 3) {
+        c.d2t = true;
+        c.V_target = c.V + 517;
+      } else if (cases % 5 == 4) {
+        r.placement = DFSEL_CODEBOOKS_SHARDED;
+      }
+      ++cases;
+      r.temperature = temperature;
+      r.p_min = 0.2f;
+      r.seed = rng();
+      const uint64_t data_seed = rng();
+      const DSparkData d = make_dspark_data(c, data_seed);
+      SCOPED_TRACE(describe(c, data_seed, r));
+      ASSERT_TRUE(dspark_cuda_uses_mma(c));
+      DSparkResult one, steps;
+      {
+        const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma");
+        one = run_dspark_cuda(c, d, r);
+      }
+      {
+        const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma-steps");
+        steps = run_dspark_cuda(c, d, r);
+      }
+      ASSERT_EQ(one.status, DFSEL_SUCCESS) << one.error;
+      ASSERT_EQ(steps.status, DFSEL_SUCCESS) << steps.error;
+      EXPECT_EQ(dspark_bitwise_diff(one, steps), "") << "one launch against a launch a step";
+      EXPECT_EQ(compare_dspark_with_oracle(c, d, r, one, kMmaTol), "") << "one launch against the oracle";
+    }
 }
 
 // A caller-owned workspace (dfsel_dspark_workspace_size bytes of a CUDA description, 256-byte

@@ -15,6 +15,7 @@
 #include "host/backend/dspark_backend.h"
 #include "host/backend/env_int.h"
 #include "kernels/dspark_chain.cuh"
+#include "kernels/dspark_launch.cuh"
 
 namespace dfsel {
 
@@ -23,7 +24,7 @@ namespace {
 int32_t padded8(int32_t R) { return (R + 7) / 8 * 8; }
 
 struct DSparkCudaCarve {
-  size_t send, recv, e, hconf, state, partials, l, ticket, inputs, error, total;
+  size_t send, recv, e, hconf, state, partials, l, ticket, inputs, error, slots, barrier, total;
 };
 
 DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh, int grid) {
@@ -52,6 +53,8 @@ DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh,
   c.ticket = take(1, sizeof(uint32_t));
   c.inputs = take(maxb, sizeof(uint32_t));
   c.error = take(cuda::kDSparkErrors, sizeof(int32_t));
+  c.slots = take((size_t)(sh.N + 2) * maxb, sizeof(cuda::DSparkStepSlot));
+  c.barrier = take(2, sizeof(uint32_t));
   c.total = overflow ? SIZE_MAX : off;
   return c;
 }
@@ -106,32 +109,47 @@ Status asked_tile(cuda::DSparkTile* t) {
   return Status::success();
 }
 
-// DFSEL_DSPARK_PRODUCT: how the pass multiplies W2 by e. Unset, "" or "auto": on tensor cores
-// where the plan allows it (cuda::dspark_mma_supported) and may run two blocks or more, else the
-// eight chains; "chains": the eight chains always (bitwise the CPU backend); "mma": tensor
-// cores, refused where they do not apply.
-Status asked_product(const cuda::DSparkChainArgs& a, const dfsel_dspark_plan_desc& d, bool* mma) {
+// DFSEL_DSPARK_PRODUCT: how the chain multiplies W2 by e. Unset, "" or "auto": on tensor cores
+// where the plan allows it (cuda::dspark_mma_supported), one launch for the whole chain on one
+// rank (kernels/dspark_launch.cuh), else the eight chains; "chains": the eight chains always
+// (bitwise the CPU backend); "mma": tensor cores, refused where they do not apply; "mma-steps":
+// tensor cores a launch a step on one rank too (the ranks' path; to compare with one launch).
+Status asked_product(const cuda::DSparkChainArgs& a, const dfsel_dspark_plan_desc& d, bool* mma, bool* steps) {
   const char* env = std::getenv("DFSEL_DSPARK_PRODUCT");
   const bool supported = cuda::dspark_mma_supported(a);
-  *mma = supported && a.max_blocks >= 2;  // one block: the chains are as fast (DSparkStep)
+  *mma = supported;
+  *steps = false;
   if (!env || !*env || std::strcmp(env, "auto") == 0) return Status::success();
   if (std::strcmp(env, "chains") == 0) return *mma = false, Status::success();
-  if (std::strcmp(env, "mma") != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_PRODUCT = \"%s\" must be auto, chains or mma (unset it for auto)", env);
+  *steps = std::strcmp(env, "mma-steps") == 0;
+  if (std::strcmp(env, "mma") != 0 && !*steps)
+    return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_PRODUCT = \"%s\" must be auto, chains, mma or mma-steps (unset it "
+                "for auto)", env);
   if (!supported)
-    return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_PRODUCT = mma needs desc.w2 stored as BF16 (it is %s), "
+    return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_PRODUCT = %s needs desc.w2 stored as BF16 (it is %s), "
                 "config.markov_rank a multiple of 32 up to 256 (it is %d) and W2's data and nb[1] multiples of 16 "
-                "bytes (%p, %zu)", dfsel_type_name(d.w2.type), a.R, d.w2.data, d.w2.nb[1]);
+                "bytes (%p, %zu)", env, dfsel_type_name(d.w2.type), a.R, d.w2.data, d.w2.nb[1]);
   return Status::success();
 }
 
-// The pass's launch for a plan (and with it the grid the workspace is sized by).
-Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::DSparkPassLaunch* out) {
+// The pass's launch for a plan (and with it the grid the workspace is sized by), and on one
+// rank, where the tensor cores take the product, the one-launch chain's (*one_launch).
+Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::DSparkPassLaunch* out,
+                 cuda::DSparkLaunch* launch, bool* one_launch) {
   cuda::DSparkTile asked{};
   DFSEL_TRY(asked_tile(&asked));
   const cuda::DSparkChainArgs a = plan_args(d, sh);
-  bool mma = false;
-  DFSEL_TRY(asked_product(a, d, &mma));
+  bool mma = false, steps = false;
+  DFSEL_TRY(asked_product(a, d, &mma, &steps));
+  *one_launch = mma && !steps && cuda::dspark_launch_supported(a);
+  if (*one_launch) {
+    const cudaError_t e = cuda::dspark_launch_setup(a, d.device, launch);
+    if (e == cudaErrorInvalidValue)
+      return fail(DFSEL_UNSUPPORTED, "the one-launch DSpark chain for R = %d and config.max_blocks = %d does not fit the "
+                  "shared memory of device %d (DFSEL_DSPARK_PRODUCT=mma-steps runs it a launch a step)", sh.R,
+                  d.config.max_blocks, d.device);
+    DFSEL_CUDA_TRY(e, "setting up the one-launch DSpark chain");
+  }
   const cudaError_t e = cuda::dspark_pass_setup(a, d.device, asked, mma, out);
   if (e == cudaErrorInvalidValue && asked.rows > cuda::kDSparkTiles[0].rows && !mma)
     return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_TILE = %dx%d: the eight-chain pass takes at most %d rows a tile (more "
@@ -159,7 +177,7 @@ class CudaDSpark final : public DSparkBackend {
   Status init() {
     DFSEL_TRY(check_device(d_.device));
     DeviceGuard g(d_.device);
-    DFSEL_TRY(plan_pass(d_, sh_, &pass_));
+    DFSEL_TRY(plan_pass(d_, sh_, &pass_, &launch_, &one_launch_));
     c_ = carve(d_, sh_, pass_.grid);
     if (c_.total == SIZE_MAX)
       return fail(DFSEL_OUT_OF_MEMORY, "the DSpark workspace for config.max_blocks = %d does not fit the address space",
@@ -175,6 +193,8 @@ class CudaDSpark final : public DSparkBackend {
     a_.l_store = reinterpret_cast<float*>(base_ + c_.l);
     a_.ticket = reinterpret_cast<uint32_t*>(base_ + c_.ticket);
     a_.inputs = reinterpret_cast<uint32_t*>(base_ + c_.inputs);
+    a_.slots = reinterpret_cast<cuda::DSparkStepSlot*>(base_ + c_.slots);
+    a_.barrier = reinterpret_cast<uint32_t*>(base_ + c_.barrier);
     // A group's ranks compare conf_w through their records: its digest, taken once here.
     if (sh_.n_ranks > 1 && d_.conf_w.data) DFSEL_TRY(device_matrix_digest(d_.conf_w, d_.device, "conf_w", &a_.conf_w_digest));
     a_.error = reinterpret_cast<int32_t*>(base_ + c_.error);
@@ -203,11 +223,13 @@ class CudaDSpark final : public DSparkBackend {
     return Status::success();
   }
 
-  // Exchange x: 0 was written by begin; 1..N the pass of step x; N + 1 step N's normaliser.
+  // Exchange x: 0 was written by begin; 1..N the pass of step x; N + 1 step N's normaliser. The
+  // one-launch chain runs every step at exchange 1.
   Status send(int32_t x, void* stream) override {
     DeviceGuard guard(d_.device);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (x >= 1) DFSEL_CUDA_TRY(cuda::dspark_pass(a_, x, pass_, st), "dspark_pass launch");
+    if (one_launch_ && x == 1) DFSEL_CUDA_TRY(cuda::dspark_launch_run(a_, launch_, st), "dspark_launch_run");
+    if (!one_launch_ && x >= 1) DFSEL_CUDA_TRY(cuda::dspark_pass(a_, x, pass_, st), "dspark_pass launch");
     if (sh_.n_ranks > 1) DFSEL_CUDA_TRY(cudaEventRecord(ready_, st), "cudaEventRecord");
     return Status::success();
   }
@@ -256,6 +278,8 @@ class CudaDSpark final : public DSparkBackend {
   DSparkShape sh_;
   cuda::DSparkChainArgs a_;
   cuda::DSparkPassLaunch pass_{};
+  cuda::DSparkLaunch launch_{};
+  bool one_launch_ = false;
   DSparkCudaCarve c_{};
   void* owned_ = nullptr;
   uint8_t* base_ = nullptr;
@@ -269,7 +293,9 @@ Status cuda_dspark_workspace_bytes(const dfsel_dspark_plan_desc& desc, const DSp
   DFSEL_TRY(check_device(desc.device));
   DeviceGuard g(desc.device);
   cuda::DSparkPassLaunch pass{};
-  DFSEL_TRY(plan_pass(desc, shape, &pass));
+  cuda::DSparkLaunch launch{};
+  bool one_launch = false;
+  DFSEL_TRY(plan_pass(desc, shape, &pass, &launch, &one_launch));
   *bytes = carve(desc, shape, pass.grid).total;
   return Status::success();
 }

@@ -24,6 +24,16 @@ struct DSparkPartial {
 };
 static_assert(sizeof(DSparkPartial) == 32, "partials are indexed by CTA and block");
 
+// The one-launch chain's exchange of step x for one block (kernels/dspark_launch.cuh): every
+// CTA folds its part in with atomics (a maximum of keys, a maximum, an exact integer sum).
+struct DSparkStepSlot {
+  unsigned long long key;              // the best cand_key (0: none)
+  unsigned long long norm_lo, norm_hi;  // step x - 1's normaliser
+  uint32_t row_max;                    // value_key of the largest l (0: none)
+  uint32_t pad;
+};
+static_assert(sizeof(DSparkStepSlot) == 32, "slots are indexed by step and block");
+
 constexpr int kDSparkErrors = 8;  // the words of DSparkChainArgs::error
 
 struct DSparkChainArgs {
@@ -73,6 +83,9 @@ struct DSparkChainArgs {
   float* l_store;            // [2][max_blocks][v_end - v_begin] l of the last two steps (sampling)
   uint32_t* ticket;          // CTAs done with the pass; the last one resets it
   uint32_t* inputs;          // [max_blocks] several ranks: the inputs word of each block's records
+  DSparkStepSlot* slots;     // [N + 2][max_blocks] the one-launch chain's exchanges, zeroed by begin
+  uint32_t* barrier;         // [2] the one-launch chain's grid barrier: arrivals (zeroed by begin),
+                             // generation
   int32_t* error;            // [0]: 1 + the lowest block with a bad anchor; [1]: 1 + a block
                              // whose anchor row no rank held; [2..6]: 1, then the draft id, target
                              // id, block and step of a d2t entry changed out of range; [7]: 1 +

@@ -322,8 +322,7 @@ bool dspark_cuda_uses_mma(const DSparkCase& c) {
   if (product != nullptr && std::strcmp(product, "chains") == 0) return false;
   const bool bf16 = c.w2_t == DFSEL_TYPE_BF16 || c.w2_t == DFSEL_TYPE_Q4_K || c.w2_t == DFSEL_TYPE_Q6_K;
   const bool supported = bf16 && c.R % 32 == 0 && c.R <= 256;  // the test data's rows are 16-byte aligned
-  if (product != nullptr && std::strcmp(product, "mma") == 0) return supported;
-  return supported && c.blocks >= 2;
+  return supported;  // auto, mma and mma-steps alike
 }
 
 DSparkResult run_dspark_cuda(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r, const DSparkCudaOpts& o) {

@@ -71,9 +71,10 @@ class DSparkCudaSession {
 
 // Whether a CUDA plan of c computes W2[v] . e on tensor cores (BF16 mma.sync, F32 sums) rather
 // than in the eight chains, as plan creation decides from DFSEL_DSPARK_PRODUCT: never for
-// "chains"; for "mma" where W2 as the device holds it is BF16 (a BF16 W2, or a Q4_K or Q6_K
-// one, which creation widens to BF16) and R is a multiple of 32 up to 256; otherwise (unset,
-// empty, "auto") there too when the plan may run two blocks or more.
+// "chains"; otherwise (unset, empty, "auto", "mma", "mma-steps") where W2 as the device holds
+// it is BF16 (a BF16 W2, or a Q4_K or Q6_K one, which creation widens to BF16) and R is a
+// multiple of 32 up to 256: on one rank as one launch for the whole chain, on several ranks (or
+// with "mma-steps") a launch a step.
 // Its results are not bitwise the CPU backend's (the sums round differently), but they are
 // bitwise the same for every shard count, placement, stream, batching, replay and workspace.
 bool dspark_cuda_uses_mma(const DSparkCase& c);
