@@ -112,6 +112,10 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_
     if (stride < (size_t)sh.n_embd * 4 || stride % 4 != 0)
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed_row_stride = %zu must be a multiple of 4 and at least n_embd * 4 = %zu",
                   out.packed_row_stride, (size_t)sh.n_embd * 4);
+    // The rows the run writes, by the rule of tensor strides: a stride that wraps (rows in
+    // reverse order, SIZE_MAX - 3) would write before outputs.packed.
+    DFSEL_TRY(check_rows_extent("outputs.packed", "", out.packed, n_tokens, "n_blocks * block_size", stride,
+                                "outputs.packed_row_stride", (size_t)sh.n_embd * 4));
   }
   RunBuffers bufs;
   list_run_buffers(plan, in, out, &bufs);

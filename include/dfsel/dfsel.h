@@ -38,6 +38,12 @@
  * memory the plan writes: plan creation refuses one that overlaps e_prev, e_next or w_h, and
  * a run refuses one that overlaps its inputs or outputs.
  *
+ * Strides and sizes are unsigned byte counts, under one rule (a tensor's nb[1],
+ * outputs.packed_row_stride, workspace_bytes): the bytes they span, e.g. (ne[1] - 1) * nb[1]
+ * plus one row, may not exceed 2^47 (what a process can address) nor run past the end of the
+ * address space. A stride of (size_t)-row (rows in reverse order) or one near SIZE_MAX is
+ * refused (DFSEL_INVALID_ARGUMENT, the field and its value named), never wrapped.
+ *
  * Threads: a plan serves one call at a time. dfsel_plan_run, dfsel_run_group, dfsel_plan_check
  * and dfsel_plan_wait claim every plan they name for their whole length; a call that names a
  * plan another thread's call holds is refused with DFSEL_BUSY at once (nothing is read or
@@ -189,7 +195,8 @@ typedef struct dfsel_outputs {
   int32_t* path;       /* [n_blocks][L] drafted tokens, -1 after the last emitted one */
   int32_t* n_emitted;  /* [n_blocks] */
   float* packed;       /* llama.cpp packed lattice rows: n_blocks * block_size rows of n_embd floats */
-  size_t packed_row_stride; /* bytes between packed rows; 0 means n_embd * 4 */
+  size_t packed_row_stride; /* bytes between packed rows; 0 means n_embd * 4; a multiple of 4, at
+                               least n_embd * 4, spanning at most 2^47 bytes (the rule above) */
 } dfsel_outputs;
 
 typedef struct dfsel_plan dfsel_plan;
