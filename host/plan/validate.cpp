@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "host/plan/widen_weights.h"
 #include "kernels/common/digest.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/limits.cuh"
@@ -90,7 +91,7 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     shape->n_embd = c.n_embd;
     shape->v_begin = s.v_begin;
     shape->v_end = s.v_end;
-    shape->cb_row_bytes = row_bytes(desc->e_prev.type, c.codebook_rank);
+    shape->cb_row_bytes = row_bytes(widened_type(desc->e_prev.type), c.codebook_rank);
     shape->sharded = sharded;
     shape->n_ranks = s.n_ranks;
     shape->transform = make_transform(c.logit_scale, c.softcap);
