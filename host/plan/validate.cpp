@@ -77,8 +77,9 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_UNSUPPORTED, "e_prev.type = %s and e_next.type = %s differ; both codebooks must share a type",
                 dfsel_type_name(desc->e_prev.type), dfsel_type_name(desc->e_next.type));
   if (desc->e_prev.nb[1] != desc->e_next.nb[1])
-    return fail(DFSEL_INVALID_ARGUMENT, "e_prev.nb[1] = %zu and e_next.nb[1] = %zu differ", desc->e_prev.nb[1],
-                desc->e_next.nb[1]);
+    return fail(DFSEL_INVALID_ARGUMENT, "e_prev.nb[1] = %zu and e_next.nb[1] = %zu differ; the plan reads a token's rows "
+                "of both codebooks with one row stride, so e_next's rows must be as far apart as e_prev's",
+                desc->e_prev.nb[1], desc->e_next.nb[1]);
   RunBuffers bufs;
   list_plan_buffers(*desc, &bufs);
   DFSEL_TRY(check_run_buffers(bufs));

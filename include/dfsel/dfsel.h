@@ -163,7 +163,8 @@ typedef struct dfsel_plan_desc {
   int32_t device;            /* CUDA device ordinal (CUDA backend) */
   dfsel_placement placement;
   dfsel_tensor e_prev;       /* {R, V} replicated, {R, v_end - v_begin} sharded */
-  dfsel_tensor e_next;
+  dfsel_tensor e_next;       /* as e_prev: the same type and the same nb[1] (a token's rows of both
+                                codebooks are read with one row stride) */
   dfsel_tensor w_h;          /* {n_embd, R}, replicated */
   void* nccl_comm;           /* an ncclComm_t owned by the caller, or NULL (in-process exchange) */
   void* workspace;           /* optional caller-owned workspace (dfsel_workspace_size), aligned to
