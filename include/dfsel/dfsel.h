@@ -53,6 +53,10 @@
  * finished last: read it before the next call on that plan. A caller-owned workspace must not
  * be shared by plans that may run at the same time (the library cannot see that).
  *
+ * NULL handles: the calls that free a handle (dfsel_plan_destroy, dfsel_dspark_plan_destroy,
+ * dfsel_gguf_close) accept NULL and do nothing, returning DFSEL_SUCCESS, as free() does; the
+ * other calls that return a status refuse a NULL handle with DFSEL_INVALID_ARGUMENT.
+ *
  * Handles: every call looks its plans up among the plans alive in this process (the one piece
  * of process-wide state the library keeps, addresses only), so a plan already destroyed, or a
  * dfsel_dspark_plan given to a dfsel_plan call (and the reverse), is refused with
