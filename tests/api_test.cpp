@@ -180,6 +180,8 @@ TEST(Api, BadConfig) {
       {[](Fixture& f) { f.desc.w_h.ne[1] = 16; }, {"w_h.ne[1] = 16"}},
       {[](Fixture& f) { f.desc.e_prev.nb[0] = 8; }, {"e_prev.nb[0] = 8"}},
       {[](Fixture& f) { f.desc.e_prev.nb[1] = 64; f.desc.e_next.nb[1] = 64; }, {"e_prev.nb[1] = 64"}},
+      // Both codebooks are read with one stride: the message says so (dfsel.h).
+      {[](Fixture& f) { f.desc.e_next.nb[1] = 256; }, {"e_prev.nb[1] = 128", "e_next.nb[1] = 256", "one row stride"}},
       {[](Fixture& f) { f.desc.e_prev.ne[2] = 2; }, {"e_prev.ne[2..3]"}},
       {[](Fixture& f) { f.desc.placement = DFSEL_CODEBOOKS_SHARDED; f.desc.shard = dfsel_shard{0, 2, 0, 128}; }, {"e_prev.ne[1] = 256", "128"}},
       {[](Fixture& f) { f.desc.workspace = f.e_prev.data(); f.desc.workspace_bytes = 0; }, {"workspace_bytes = 0"}},

@@ -2,6 +2,7 @@
 // K-quant dequantisation against a per-element decoding of the block layouts, every broken
 // fixture, truncation at every byte, and a draft of realistic size.
 #include "dfsel/gguf.h"
+#include "dfsel/dspark.h"
 
 #include <gtest/gtest.h>
 
@@ -946,7 +947,10 @@ TEST(GgufApi, BadArguments) {
   EXPECT_EQ(dfsel_gguf_tensor_count(h, nullptr), DFSEL_INVALID_ARGUMENT);
   EXPECT_EQ(dfsel_gguf_tensor_info(h, 3, &td), DFSEL_INVALID_ARGUMENT);
   EXPECT_EQ(dfsel_gguf_tensor_info(h, 0, nullptr), DFSEL_INVALID_ARGUMENT);
-  EXPECT_EQ(dfsel_gguf_close(nullptr), DFSEL_INVALID_ARGUMENT);
+  // Closing NULL does nothing, as destroying a NULL plan of either kind (dfsel.h, NULL handles).
+  EXPECT_EQ(dfsel_gguf_close(nullptr), DFSEL_SUCCESS);
+  EXPECT_EQ(dfsel_plan_destroy(nullptr), DFSEL_SUCCESS);
+  EXPECT_EQ(dfsel_dspark_plan_destroy(nullptr), DFSEL_SUCCESS);
   EXPECT_STREQ(dfsel_gguf_last_error(nullptr), "");
 }
 

@@ -64,8 +64,7 @@ dfsel_status dfsel_gguf_open_copy(const char* path, int64_t v_begin, int64_t v_e
 }
 
 dfsel_status dfsel_gguf_close(dfsel_gguf* gguf) {
-  if (gguf == nullptr) return DFSEL_INVALID_ARGUMENT;
-  delete gguf;
+  delete gguf;  // NULL does nothing, as the plan destroys (dfsel.h, NULL handles)
   return DFSEL_SUCCESS;
 }
 

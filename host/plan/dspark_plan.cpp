@@ -81,8 +81,8 @@ Status dspark_workspace_bytes(const dfsel_dspark_plan_desc* desc, size_t* bytes)
   DFSEL_TRY(validate_dspark_desc(desc, &shape));
   dfsel_backend kind = DFSEL_BACKEND_CPU;
   DFSEL_TRY(dspark_backend_kind(*desc, &kind));
-  // K-quant weights are read as the BF16 that creation widens them to.
-  if (is_kquant(desc->w1.type)) shape.w1_row_bytes = row_bytes(DFSEL_TYPE_BF16, shape.R);
+  // K-quant weights are read as the BF16 that creation widens them to (the shape's W1 rows
+  // already are: widened_type).
   if (kind == DFSEL_BACKEND_CUDA) {
     dfsel_dspark_plan_desc d = *desc;
     if (is_kquant(d.w2.type)) d.w2.type = DFSEL_TYPE_BF16, d.w2.nb[1] = row_bytes(DFSEL_TYPE_BF16, shape.R);

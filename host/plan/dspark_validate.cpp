@@ -11,6 +11,7 @@
 #include "host/plan/plan_checks.h"
 #include "host/plan/run_buffers.h"
 #include "host/plan/validate.h"
+#include "host/plan/widen_weights.h"
 #include "kernels/common/dspark_math.cuh"
 #include "kernels/common/limits.cuh"
 #include "kernels/common/numeric.cuh"
@@ -108,7 +109,7 @@ void fill_shape(const dfsel_dspark_plan_desc& d, DSparkShape* sh) {
   sh->v_begin = d.shard.v_begin;
   sh->v_end = d.shard.v_end;
   sh->n_ranks = d.shard.n_ranks;
-  sh->w1_row_bytes = row_bytes(d.w1.type, c.markov_rank);
+  sh->w1_row_bytes = row_bytes(widened_type(d.w1.type), c.markov_rank);
   sh->transform = make_transform(c.logit_scale, c.softcap);
   sh->row_map = dspark_rows(c.n_draft, sh->sample_from_anchor);
 }

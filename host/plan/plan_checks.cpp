@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 #include <cstddef>
+#include <cstdio>
 
 #include "kernels/common/numeric.cuh"
 
@@ -54,15 +55,42 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
                 t.nb[1]);
   // The rows must fit in memory a process can address, from where the data starts: a larger
   // span (a stride that is garbage, a count that is) would be read past the end of memory.
-  size_t span, end;
-  if (__builtin_mul_overflow((size_t)(t.ne[1] - 1), t.nb[1], &span) || __builtin_add_overflow(span, rb, &span) ||
-      span > kMaxTensorSpan)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s spans more than 2^47 bytes (what a process can address): ne[1] = %" PRId64
-                " rows of nb[1] = %zu bytes", name, t.ne[1], t.nb[1]);
-  if (__builtin_add_overflow((uintptr_t)t.data, span, &end))
-    return fail(DFSEL_INVALID_ARGUMENT, "%s.data = %p plus its %zu bytes (ne[1] = %" PRId64 " rows of nb[1] = %zu bytes) "
-                "passes the end of the address space", name, t.data, span, t.ne[1], t.nb[1]);
-  return Status::success();
+  return check_rows_extent(name, ".data", t.data, t.ne[1], "ne[1]", t.nb[1], "nb[1]", rb);
+}
+
+namespace {
+
+// The extent rule: a span (overflowed: its count did not fit in 64 bits) that memory can hold,
+// from data; what(buf, len) says what the bytes are made of, written only for a message.
+template <class What>
+Status check_extent(const char* name, const char* data_suffix, const void* data, size_t span, bool overflowed,
+                    What what) {
+  uintptr_t end;
+  const bool too_long = overflowed || span > kMaxTensorSpan;
+  if (!too_long && !__builtin_add_overflow((uintptr_t)data, span, &end)) return Status::success();
+  char made_of[160];
+  what(made_of, sizeof made_of);
+  if (too_long)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s spans more than 2^47 bytes (what a process can address): %s", name, made_of);
+  return fail(DFSEL_INVALID_ARGUMENT, "%s%s = %p plus its %zu bytes (%s) passes the end of the address space", name,
+              data_suffix, data, span, made_of);
+}
+
+}  // namespace
+
+Status check_rows_extent(const char* name, const char* data_suffix, const void* data, int64_t rows, const char* rows_name,
+                         size_t stride, const char* stride_name, size_t row_bytes) {
+  size_t span = 0;
+  const bool overflowed = rows < 1 || __builtin_mul_overflow((size_t)(rows - 1), stride, &span) ||
+                          __builtin_add_overflow(span, row_bytes, &span);
+  return check_extent(name, data_suffix, data, span, overflowed, [&](char* buf, size_t len) {
+    std::snprintf(buf, len, "%s = %" PRId64 " rows of %s = %zu bytes", rows_name, rows, stride_name, stride);
+  });
+}
+
+Status check_bytes_extent(const char* name, const void* data, size_t bytes, const char* bytes_name) {
+  return check_extent(name, "", data, bytes, false,
+                      [&](char* buf, size_t len) { std::snprintf(buf, len, "%s = %zu", bytes_name, bytes); });
 }
 
 Status check_shard(const dfsel_shard& s, int64_t n_vocab) {

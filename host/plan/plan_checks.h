@@ -33,6 +33,18 @@ int enum_value(const E& e) {
 // any one machine dfsel runs on has). Anything larger is a stride or count that is not real.
 constexpr size_t kMaxTensorSpan = (size_t)1 << 47;
 
+// The rule of every extent a call derives from a count and a stride (dfsel.h): `rows` rows of
+// row_bytes, stride bytes apart from data, span at most kMaxTensorSpan and end inside the
+// address space. A stride that wraps the product (SIZE_MAX - 3, or (size_t)-row for rows in
+// reverse order) is refused here instead of shrinking the range the overlap checks compare.
+// Messages name the buffer (name; its pointer is name + data_suffix, "e_prev" ".data"), the
+// count (rows_name) and the stride's field (stride_name): "outputs.packed spans more than 2^47
+// bytes ...: n_blocks * block_size = 20 rows of outputs.packed_row_stride = ... bytes".
+Status check_rows_extent(const char* name, const char* data_suffix, const void* data, int64_t rows,
+                         const char* rows_name, size_t stride, const char* stride_name, size_t row_bytes);
+// The same rule for one extent of `bytes` given whole, the field bytes_name (workspace_bytes).
+Status check_bytes_extent(const char* name, const void* data, size_t bytes, const char* bytes_name);
+
 // A 2-D ggml tensor {ne0, ne1} (or {ne0, >= ne1} unless exact_ne1) of an accepted type
 // (weight: F32, F16, BF16, Q8_0, Q4_K, Q6_K; else F32, F16, BF16) with contiguous rows, data
 // not NULL, its span at most kMaxTensorSpan and data + span inside the address space.
@@ -56,7 +68,7 @@ Status check_shared_config(const Config& c) {
 }
 
 // What a description of either kind says alike: backend and placement are enumerators,
-// n_threads is not negative, and a caller-owned workspace has a size.
+// n_threads is not negative, and a caller-owned workspace has a size that memory can hold.
 template <class Desc>
 Status check_shared_desc(const Desc& d) {
   const int backend = enum_value(d.backend), placement = enum_value(d.placement);
@@ -68,6 +80,7 @@ Status check_shared_desc(const Desc& d) {
     return fail(DFSEL_INVALID_ARGUMENT, "n_threads = %d must be 0 (every core) or a thread count", d.n_threads);
   if (d.workspace && d.workspace_bytes == 0)
     return fail(DFSEL_INVALID_ARGUMENT, "workspace is given with workspace_bytes = 0");
+  if (d.workspace) DFSEL_TRY(check_bytes_extent("workspace", d.workspace, d.workspace_bytes, "workspace_bytes"));
   return Status::success();
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "host/plan/widen_weights.h"
 #include "kernels/common/digest.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/limits.cuh"
@@ -76,8 +77,9 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_UNSUPPORTED, "e_prev.type = %s and e_next.type = %s differ; both codebooks must share a type",
                 dfsel_type_name(desc->e_prev.type), dfsel_type_name(desc->e_next.type));
   if (desc->e_prev.nb[1] != desc->e_next.nb[1])
-    return fail(DFSEL_INVALID_ARGUMENT, "e_prev.nb[1] = %zu and e_next.nb[1] = %zu differ", desc->e_prev.nb[1],
-                desc->e_next.nb[1]);
+    return fail(DFSEL_INVALID_ARGUMENT, "e_prev.nb[1] = %zu and e_next.nb[1] = %zu differ; the plan reads a token's rows "
+                "of both codebooks with one row stride, so e_next's rows must be as far apart as e_prev's",
+                desc->e_prev.nb[1], desc->e_next.nb[1]);
   RunBuffers bufs;
   list_plan_buffers(*desc, &bufs);
   DFSEL_TRY(check_run_buffers(bufs));
@@ -90,7 +92,7 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     shape->n_embd = c.n_embd;
     shape->v_begin = s.v_begin;
     shape->v_end = s.v_end;
-    shape->cb_row_bytes = row_bytes(desc->e_prev.type, c.codebook_rank);
+    shape->cb_row_bytes = row_bytes(widened_type(desc->e_prev.type), c.codebook_rank);
     shape->sharded = sharded;
     shape->n_ranks = s.n_ranks;
     shape->transform = make_transform(c.logit_scale, c.softcap);
@@ -112,6 +114,10 @@ Status validate_run(const dfsel_plan& plan, const dfsel_inputs& in, const dfsel_
     if (stride < (size_t)sh.n_embd * 4 || stride % 4 != 0)
       return fail(DFSEL_INVALID_ARGUMENT, "outputs.packed_row_stride = %zu must be a multiple of 4 and at least n_embd * 4 = %zu",
                   out.packed_row_stride, (size_t)sh.n_embd * 4);
+    // The rows the run writes, by the rule of tensor strides: a stride that wraps (rows in
+    // reverse order, SIZE_MAX - 3) would write before outputs.packed.
+    DFSEL_TRY(check_rows_extent("outputs.packed", "", out.packed, n_tokens, "n_blocks * block_size", stride,
+                                "outputs.packed_row_stride", (size_t)sh.n_embd * 4));
   }
   RunBuffers bufs;
   list_run_buffers(plan, in, out, &bufs);

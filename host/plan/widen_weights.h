@@ -8,6 +8,7 @@
 
 #include "dfsel/dfsel.h"
 #include "host/status.h"
+#include "kernels/common/numeric.cuh"
 
 namespace dfsel {
 
@@ -17,6 +18,11 @@ struct WidenedWeights {
   int device_ordinal = 0;
   ~WidenedWeights();
 };
+
+// The type a weight of type t is computed as once the plan is created: what sizes every buffer
+// that holds its rows (a sharded codebook's or W1's rows in the exchanged records), so that a
+// workspace sized before creation fits the plan created.
+inline dfsel_type widened_type(dfsel_type t) { return is_kquant(t) ? DFSEL_TYPE_BF16 : t; }
 
 // Rewrites *t, when it is Q4_K or Q6_K, to a BF16 copy kept in *keep (on `device` when
 // on_device); other types are left as they are.

@@ -38,6 +38,12 @@
  * memory the plan writes: plan creation refuses one that overlaps e_prev, e_next or w_h, and
  * a run refuses one that overlaps its inputs or outputs.
  *
+ * Strides and sizes are unsigned byte counts, under one rule (a tensor's nb[1],
+ * outputs.packed_row_stride, workspace_bytes): the bytes they span, e.g. (ne[1] - 1) * nb[1]
+ * plus one row, may not exceed 2^47 (what a process can address) nor run past the end of the
+ * address space. A stride of (size_t)-row (rows in reverse order) or one near SIZE_MAX is
+ * refused (DFSEL_INVALID_ARGUMENT, the field and its value named), never wrapped.
+ *
  * Threads: a plan serves one call at a time. dfsel_plan_run, dfsel_run_group, dfsel_plan_check
  * and dfsel_plan_wait claim every plan they name for their whole length; a call that names a
  * plan another thread's call holds is refused with DFSEL_BUSY at once (nothing is read or
@@ -46,6 +52,10 @@
  * threads at the same time. dfsel_plan_last_error belongs to the thread whose call on the plan
  * finished last: read it before the next call on that plan. A caller-owned workspace must not
  * be shared by plans that may run at the same time (the library cannot see that).
+ *
+ * NULL handles: the calls that free a handle (dfsel_plan_destroy, dfsel_dspark_plan_destroy,
+ * dfsel_gguf_close) accept NULL and do nothing, returning DFSEL_SUCCESS, as free() does; the
+ * other calls that return a status refuse a NULL handle with DFSEL_INVALID_ARGUMENT.
  *
  * Handles: every call looks its plans up among the plans alive in this process (the one piece
  * of process-wide state the library keeps, addresses only), so a plan already destroyed, or a
@@ -157,7 +167,8 @@ typedef struct dfsel_plan_desc {
   int32_t device;            /* CUDA device ordinal (CUDA backend) */
   dfsel_placement placement;
   dfsel_tensor e_prev;       /* {R, V} replicated, {R, v_end - v_begin} sharded */
-  dfsel_tensor e_next;
+  dfsel_tensor e_next;       /* as e_prev: the same type and the same nb[1] (a token's rows of both
+                                codebooks are read with one row stride) */
   dfsel_tensor w_h;          /* {n_embd, R}, replicated */
   void* nccl_comm;           /* an ncclComm_t owned by the caller, or NULL (in-process exchange) */
   void* workspace;           /* optional caller-owned workspace (dfsel_workspace_size), aligned to
@@ -189,7 +200,8 @@ typedef struct dfsel_outputs {
   int32_t* path;       /* [n_blocks][L] drafted tokens, -1 after the last emitted one */
   int32_t* n_emitted;  /* [n_blocks] */
   float* packed;       /* llama.cpp packed lattice rows: n_blocks * block_size rows of n_embd floats */
-  size_t packed_row_stride; /* bytes between packed rows; 0 means n_embd * 4 */
+  size_t packed_row_stride; /* bytes between packed rows; 0 means n_embd * 4; a multiple of 4, at
+                               least n_embd * 4, spanning at most 2^47 bytes (the rule above) */
 } dfsel_outputs;
 
 typedef struct dfsel_plan dfsel_plan;

@@ -118,7 +118,8 @@ DFSEL_API dfsel_status dfsel_dspark_workspace_size(const dfsel_dspark_plan_desc*
  * of a group alike) with DFSEL_INVALID_ARGUMENT naming the draft id and the value. */
 DFSEL_API dfsel_status dfsel_dspark_plan_create(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan** plan,
                                                 char* msg, size_t msg_len);
-/* DFSEL_BUSY, and nothing destroyed, while another thread's call holds the plan. */
+/* DFSEL_BUSY, and nothing destroyed, while another thread's call holds the plan; NULL is
+ * accepted and does nothing (DFSEL_SUCCESS: dfsel.h, NULL handles). */
 DFSEL_API dfsel_status dfsel_dspark_plan_destroy(dfsel_dspark_plan* plan);
 DFSEL_API dfsel_backend dfsel_dspark_plan_backend(const dfsel_dspark_plan* plan);
 DFSEL_API const char* dfsel_dspark_plan_last_error(const dfsel_dspark_plan* plan);

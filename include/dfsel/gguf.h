@@ -81,6 +81,8 @@ DFSEL_API dfsel_status dfsel_gguf_open(const char* path, int64_t v_begin, int64_
  * 2 x V x R x 2 bytes for BF16 codebooks). The file must not shrink while the call runs. */
 DFSEL_API dfsel_status dfsel_gguf_open_copy(const char* path, int64_t v_begin, int64_t v_end,
                                             dfsel_gguf** out, char* msg, size_t msg_len);
+/* Frees the handle; its views are invalid from then on. NULL is accepted and does nothing
+ * (DFSEL_SUCCESS), as the plan destroys accept it (dfsel.h, NULL handles). */
 DFSEL_API dfsel_status dfsel_gguf_close(dfsel_gguf* gguf);
 /* The message of the handle's last failed call ("" if none). */
 DFSEL_API const char* dfsel_gguf_last_error(const dfsel_gguf* gguf);
