@@ -237,8 +237,7 @@ class DSparkPlan(Owned):
     def check(self, stream=None, timeout_ms=-1):
         """Waits for the last run (at most timeout_ms; < 0: no limit) and raises dfsel.Error for
         what the device found (an anchor out of range), or a timeout."""
-        if not self._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        self._check_open()
         timeout_ms = _cvalues.integer(timeout_ms, "timeout_ms", INT64)
         with claimed([self], DSparkPlan):
             st = self._lib.dfsel_dspark_plan_wait(self._ptr, self._stream(stream), timeout_ms)
