@@ -78,6 +78,7 @@ TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
       {"--dspark --vocab 1000 --rank 48 --weight-type q8_0", "--weight-type q8_0 but --rank = 48 is not a multiple of 32"},
       {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "placement = SHARDED"},
       {"--dspark --vocab 1000 --threads 2000", "--threads"},
+      {"--dspark --vocab 100 --shards 200", "--shards = 200 is more than the vocabulary has tokens (V = 100)"},
   };
   for (const auto& c : bad) {
     const CliRun r = dfsel_cmd(c.first);

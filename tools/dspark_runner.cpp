@@ -205,9 +205,10 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
     return *err = "--p-min = " + std::string(v) + " needs a confidence head, and " +
                   (p.gguf.empty() ? std::string("this chain has none (--embd)") : "the draft has none"), false;
   }
-  if (p.shards < 1 || p.blocks < 1) {
+  *err = count_refusal(p.shards, p.blocks, p.vocab, !p.gguf.empty());
+  if (!err->empty()) {
     if (bad_request) *bad_request = true;
-    return *err = "--shards and --blocks must be at least 1", false;
+    return false;
   }
   // The library judges the sizes first (stand-in weights, never read), then the memory.
   alignas(64) static const uint8_t stand_in[64] = {};

@@ -159,11 +159,8 @@ bool Runner::setup(const Problem& problem, std::string* err, bool* bad_request) 
   const bool weights_loaded = !m.p.gguf.empty();
   if (weights_loaded && !load_gguf(&m.p, &m.h, stdout, err)) return false;
   const Problem& p = m.p;
-  if (p.shards < 1 || p.blocks < 1) {
-    *err = "--shards and --blocks must be at least 1";
-    *bad_request = true;
-    return false;
-  }
+  *err = count_refusal(p.shards, p.blocks, p.vocab, weights_loaded);
+  if (!err->empty()) return *bad_request = true, false;
   int n_gpus = 0;
   dfsel_cuda_device_count(&n_gpus);
   m.cuda = p.backend == DFSEL_BACKEND_CUDA || (p.backend == DFSEL_BACKEND_AUTO && n_gpus > 0);

@@ -46,6 +46,10 @@ void store_value(uint8_t* base, size_t i, dfsel_type t, float v);
 size_t elem_size(dfsel_type t);
 // Host memory the inputs of p take (the weights too unless a draft supplied them).
 double host_bytes(const Problem& p, bool weights_loaded);
+// What the flags --shards and --blocks must be whatever the library says: at least 1, and no
+// more shards than the vocabulary (vocab, the draft's when from_draft) has tokens. "" when they
+// are, else the sentence that refuses them.
+std::string count_refusal(int shards, int blocks, int64_t vocab, bool from_draft);
 // Memory the kernel would give this process now (MemAvailable), or -1 when unknown.
 double available_bytes();
 // s with every byte outside printable ASCII (and the backslash) written as \xNN.

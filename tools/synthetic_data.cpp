@@ -169,6 +169,14 @@ void make_host_data(const Problem& p, HostData* h) {
   for (auto& a : h->anchors) a = (int32_t)(splitmix(&s) % (uint64_t)p.vocab);
 }
 
+std::string count_refusal(int shards, int blocks, int64_t vocab, bool from_draft) {
+  if (shards < 1 || blocks < 1) return "--shards and --blocks must be at least 1";
+  if (shards > vocab)
+    return "--shards = " + std::to_string(shards) + " is more than the " + (from_draft ? "draft's " : "") +
+           "vocabulary has tokens (V = " + std::to_string(vocab) + "); every shard holds at least one";
+  return "";
+}
+
 double host_bytes(const Problem& p, bool weights_loaded) {
   const double n_tokens = (double)p.blocks * p.block;
   const double ls = (double)elem_size(p.logits_type);
