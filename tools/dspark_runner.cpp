@@ -35,16 +35,16 @@ constexpr FieldName kDraftKeys[] = {
     {"config.n_target_vocab", "the draft's target vocabulary (rows of markov_w1.weight)"},
     {"config.markov_rank", "the Markov rank (ne[0] of markov_w1.weight)"},
     {"config.n_draft", "dflash.block_size"},
-    {"config.n_embd", "dflash.embedding_length"}};
+    {"config.n_embd", "dflash.embedding_length"},
+    {"w2_scale", "markov_w2.scale"},
+    {"conf_bias", "conf_proj.bias"},
+    {"conf_w[", "conf_proj.weight["}};  // not "(conf_w)": that sentence is --p-min's
 constexpr UsersWords kWords{kFlags, std::size(kFlags), kDraftKeys, std::size(kDraftKeys)};
 
 // A refusal of the library in the user's words, and whether the request itself was bad: a value
 // the flags gave that the library refuses; a draft's own values are the file's fault.
 std::string refusal(const DSparkProblem& p, dfsel_status st, const char* msg, bool* bad_request) {
-  bool about_draft = false;
-  const std::string why = in_users_words(msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), &about_draft);
-  if (bad_request) *bad_request = st == DFSEL_INVALID_ARGUMENT && !about_draft;
-  return why;
+  return dfsel::tools::refusal(st, msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), bad_request);
 }
 
 }  // namespace

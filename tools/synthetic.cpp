@@ -46,10 +46,9 @@ constexpr FieldName kDraftKeys[] = {
 
 constexpr UsersWords kWords{kFlags, std::size(kFlags), kDraftKeys, std::size(kDraftKeys)};
 
-// A refusal of the library in the user's words; one about a draft's own keys names the file
-// (*about_draft).
-std::string in_users_words(const Problem& p, const char* msg, bool* about_draft) {
-  return dfsel::tools::in_users_words(msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), about_draft);
+// A refusal of the library in the user's words (field_names.h: refusal).
+std::string refusal(const Problem& p, dfsel_status st, const char* msg, bool* bad_request) {
+  return dfsel::tools::refusal(st, msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), bad_request);
 }
 
 }  // namespace
@@ -173,11 +172,9 @@ bool Runner::setup(const Problem& problem, std::string* err, bool* bad_request) 
     char msg[512] = "";
     const dfsel_status st = dfsel_workspace_size(&d, &ws, msg, sizeof msg);
     if (st != DFSEL_SUCCESS) {
-      bool about_draft = false;
-      const std::string why = in_users_words(p, msg, &about_draft);
-      *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + why : why;
       // Values the flags gave that no machine could run; a draft's own are the file's fault.
-      *bad_request = st == DFSEL_INVALID_ARGUMENT && !about_draft;
+      const std::string why = refusal(p, st, msg, bad_request);
+      *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + why : why;
       return false;
     }
     // The CPU backend also keeps W_h widened to floats.
@@ -231,8 +228,9 @@ bool Runner::setup(const Problem& problem, std::string* err, bool* bad_request) 
     if (!ep || !en || !wh || !lg || !hd || !an) return false;
     const dfsel_plan_desc d = describe(p, s, m.cuda, dev, ep, en, wh);
     char msg[512];
-    if (dfsel_plan_create(&d, &m.plans[s], msg, sizeof msg) != DFSEL_SUCCESS) {
-      *err = std::string("plan for shard ") + std::to_string(s) + ": " + msg;
+    const dfsel_status created = dfsel_plan_create(&d, &m.plans[s], msg, sizeof msg);
+    if (created != DFSEL_SUCCESS) {
+      *err = "plan for shard " + std::to_string(s) + ": " + refusal(p, created, msg, bad_request);
       return false;
     }
     dfsel_inputs& in = m.in[s];
