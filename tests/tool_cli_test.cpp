@@ -242,6 +242,29 @@ TEST(ToolCli, ADraftsOutOfRangeSizeNamesTheFile) {
   EXPECT_NE(r.output.find(path + ": dflash.block_size = 5000 must be in [2, 1024]"), std::string::npos) << r.output;
 }
 
+// A draft whose weights do not fit in the memory this process may use is refused with the reason
+// before anything is allocated: the command copied every codebook row first and died of
+// std::bad_alloc (SIGABRT). The memory is made short cheaply: a data limit (ulimit -d) of 48 MiB,
+// below the 64 MiB of BF16 codebooks of the draft (mapped read-only, which the limit leaves out).
+TEST(ToolCli, ADraftThatDoesNotFitIsRefusedBeforeAllocating) {
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("big.gguf");
+  const CliRun w = dfsel::test::run_command(std::string(DFSEL_WRITE_DRAFT_BIN) + " " + path +
+                                            " --vocab 65536 --rank 256 --embd 64 --codebook-type bf16 --row-period 4096");
+  ASSERT_EQ(w.status, 0) << w.output;
+  const std::string cmd = std::string("sh -c 'ulimit -d 49152 && exec ") + DFSEL_CLI_BIN + " --backend cpu --gguf " +
+                          path + " --steps 1'";
+  const CliRun r = dfsel::test::run_command(cmd);
+  EXPECT_EQ(r.signal, 0) << r.output;
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("needs about"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("block 0:"), std::string::npos) << r.output;
+  // With the limit lifted the same draft runs.
+  const CliRun ok = run("--backend cpu --gguf " + path + " --steps 1");
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  EXPECT_NE(ok.output.find("block 0:"), std::string::npos) << ok.output;
+}
+
 TEST(ToolWriteDraft, RefusesDraftsTheReaderRejects) {
   const std::pair<const char*, const char*> cases[] = {
       {"--vocab 8 --top-k 16", "--top-k 16 is larger than --vocab 8"},

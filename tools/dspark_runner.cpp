@@ -241,10 +241,9 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
   if (p.gguf.empty()) need += (double)(p.vocab + p.target_vocab) * (double)row_bytes(p.weight_type, p.rank);
   const double have = available_bytes();
   if (have >= 0 && need > have) {
-    char msg[200];
-    std::snprintf(msg, sizeof msg, "this chain needs about %.1f GiB of memory and %.1f GiB are available; lower --vocab, "
-                  "--blocks or --n-draft", need / 1073741824.0, have / 1073741824.0);
-    return *err = msg, false;
+    return *err = "this chain needs about " + bytes_text(need) + " of memory and " + bytes_text(have) +
+                  " are available; " + (p.gguf.empty() ? "lower --vocab, --blocks or --n-draft" : "lower --blocks or --shards"),
+           false;
   }
   try {
     if (p.gguf.empty()) make_weights(p, &m.w1, &m.w2, &m.conf, &m.d2t, &m.full);
