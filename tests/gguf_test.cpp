@@ -429,6 +429,41 @@ TEST(GgufMetadata, DefaultsWhenOptionalKeysAbsent) {
   EXPECT_EQ(cfg.softcap, 0.0f);
 }
 
+// A scale or softcap that is not zero must stay so as the float that dfsel_config holds: a tiny
+// f64 used to pass the "> 0" check and become 0.0f, which dfsel_config reads as "no scale" (and
+// softcap 0 as "no softcap"), so the draft ran unscaled without a word. Subnormal floats are
+// refused alike; a normal float's worth, or 0 for the softcap, is read as it is.
+TEST(GgufMetadata, ScalarsAFloatCannotHoldAreRefused) {
+  GgufFiles files;
+  struct Case {
+    double value;
+    bool f64;
+  };
+  for (const char* key : {"dflash.logit_scale", "dflash.final_logit_softcapping"}) {
+    const bool scale = std::string(key) == "dflash.logit_scale";
+    for (const Case c : {Case{1e-46, true}, Case{1e-300, true}, Case{4.9e-324, true}, Case{1e-40, true},
+                         Case{1e-40, false}, Case{1e39, true}}) {
+      DraftOptions o;
+      o.f64_scalars = c.f64;
+      (scale ? o.logit_scale : o.softcap) = c.value;
+      const Opened op = open_gguf(files.write(make_draft(o)));
+      EXPECT_EQ(op.status, DFSEL_FORMAT_ERROR) << key << " = " << c.value << ": " << op.msg;
+      EXPECT_NE(op.msg.find(key), std::string::npos) << op.msg;
+    }
+    for (const double v : {1e-30, 3.0e38, 0.5, 0.0}) {
+      if (scale && v == 0.0) continue;  // not positive: refused as such
+      DraftOptions o;
+      o.f64_scalars = true;
+      (scale ? o.logit_scale : o.softcap) = v;
+      const Opened op = open_gguf(files.write(make_draft(o)));
+      ASSERT_EQ(op.status, DFSEL_SUCCESS) << key << " = " << v << ": " << op.msg;
+      dfsel_config cfg;
+      ASSERT_EQ(dfsel_gguf_config(op.g.get(), &cfg), DFSEL_SUCCESS);
+      EXPECT_EQ(scale ? cfg.logit_scale : cfg.softcap, float(v)) << key;
+    }
+  }
+}
+
 // ---- layouts ---------------------------------------------------------------------------
 
 TEST(GgufLayout, OtherTensorsOfOtherTypesAreListedAndIgnored) {

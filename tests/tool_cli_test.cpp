@@ -42,6 +42,12 @@ TEST(ToolOptions, NumbersParseWholeOrAreRefused) {
       {{"--steps", ""}, "--steps"},           {{"--blocks", " 3"}, "--blocks"},
       {{"--seed", "-1"}, "--seed"},           {{"--temperature", "nan"}, "--temperature"},
       {{"--threads", "1.5"}, "--threads"},    {{"--shards", "0"}, "--shards = 0"},
+      // Once read as 0 (greedy) without a word, and hex floats, inf and blanks as strtod takes them.
+      {{"--temperature", "1e-50"}, "--temperature = 1e-50 is below the smallest normal float"},
+      {{"--p-min", "1e-45"}, "--p-min = 1e-45 is below the smallest normal float"},
+      {{"--temperature", "0x1p-3"}, "--temperature takes a decimal number such as 0.8, not '0x1p-3'"},
+      {{"--temperature", "inf"}, "--temperature takes a decimal number"},
+      {{"--temperature", "\n0.5"}, "--temperature takes a decimal number"},
   };
   for (const Refusal& c : cases) {
     Options o;
@@ -115,7 +121,7 @@ TEST(ToolCli, ImpossibleProblemsAreRefusedBeforeAllocating) {
 TEST(ToolCli, BadRequestsExit2AndNameTheFlag) {
   const std::pair<const char*, const char*> cases[] = {
       {"--top-k 1e3", "--top-k takes a whole number, not '1e3'"},
-      {"--temperature 0,8", "--temperature takes a number such as 0.8, not '0,8'"},
+      {"--temperature 0,8", "--temperature takes a decimal number such as 0.8, not '0,8'"},
       {"--vocab 12abc", "--vocab takes a whole number, not '12abc'"},
       {"--seed abc", "--seed takes a whole number >= 0, not 'abc'"},
       {"--vocab --steps 1", "--vocab needs a value"},
@@ -123,6 +129,8 @@ TEST(ToolCli, BadRequestsExit2AndNameTheFlag) {
       {"--block-size 1025", "dfsel: --block-size = 1025 must be in [2, 1024]"},
       {"--rank 2000", "dfsel: --rank = 2000 must be in [1, 1024]"},
       {"--temperature 1e31", "dfsel: --temperature = 1e31 is outside [0, 1e+30]"},
+      // Once blamed on shard 0's empty vocabulary range.
+      {"--shards 2147483647", "dfsel: --shards = 2147483647 is more than the vocabulary has tokens (V = 248320)"},
   };
   for (const auto& c : cases) {
     const CliRun r = run(std::string(c.first) + " --backend cpu --embd 64 --steps 1");
@@ -232,6 +240,29 @@ TEST(ToolCli, ADraftsOutOfRangeSizeNamesTheFile) {
   const CliRun r = run("--backend cpu --gguf " + path + " --steps 1");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find(path + ": dflash.block_size = 5000 must be in [2, 1024]"), std::string::npos) << r.output;
+}
+
+// A draft whose weights do not fit in the memory this process may use is refused with the reason
+// before anything is allocated: the command copied every codebook row first and died of
+// std::bad_alloc (SIGABRT). The memory is made short cheaply: a data limit (ulimit -d) of 48 MiB,
+// below the 64 MiB of BF16 codebooks of the draft (mapped read-only, which the limit leaves out).
+TEST(ToolCli, ADraftThatDoesNotFitIsRefusedBeforeAllocating) {
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("big.gguf");
+  const CliRun w = dfsel::test::run_command(std::string(DFSEL_WRITE_DRAFT_BIN) + " " + path +
+                                            " --vocab 65536 --rank 256 --embd 64 --codebook-type bf16 --row-period 4096");
+  ASSERT_EQ(w.status, 0) << w.output;
+  const std::string cmd = std::string("sh -c 'ulimit -d 49152 && exec ") + DFSEL_CLI_BIN + " --backend cpu --gguf " +
+                          path + " --steps 1'";
+  const CliRun r = dfsel::test::run_command(cmd);
+  EXPECT_EQ(r.signal, 0) << r.output;
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("needs about"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("block 0:"), std::string::npos) << r.output;
+  // With the limit lifted the same draft runs.
+  const CliRun ok = run("--backend cpu --gguf " + path + " --steps 1");
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  EXPECT_NE(ok.output.find("block 0:"), std::string::npos) << ok.output;
 }
 
 TEST(ToolWriteDraft, RefusesDraftsTheReaderRejects) {

@@ -6,10 +6,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "dfsel/gguf.h"
 #include "dspark_options.h"
 #include "tool_run.h"
 
@@ -78,6 +82,7 @@ TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
       {"--dspark --vocab 1000 --rank 48 --weight-type q8_0", "--weight-type q8_0 but --rank = 48 is not a multiple of 32"},
       {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "placement = SHARDED"},
       {"--dspark --vocab 1000 --threads 2000", "--threads"},
+      {"--dspark --vocab 100 --shards 200", "--shards = 200 is more than the vocabulary has tokens (V = 100)"},
   };
   for (const auto& c : bad) {
     const CliRun r = dfsel_cmd(c.first);
@@ -90,6 +95,44 @@ TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
   EXPECT_EQ(r.signal, 0) << r.output;
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("needs about"), std::string::npos) << r.output;
+}
+
+// Overwrites F32 element i of tensor `name` of the draft at path with v.
+void set_f32(const std::string& path, const char* name, int64_t i, float v) {
+  dfsel_gguf* g = nullptr;
+  char msg[256] = "";
+  ASSERT_EQ(dfsel_gguf_open(path.c_str(), -1, -1, &g, msg, sizeof msg), DFSEL_SUCCESS) << msg;
+  int64_t n = 0;
+  uint64_t at = 0;
+  dfsel_gguf_tensor_count(g, &n);
+  for (int64_t t = 0; t < n; ++t) {
+    dfsel_gguf_tensor_desc d{};
+    if (dfsel_gguf_tensor_info(g, t, &d) == DFSEL_SUCCESS && std::strcmp(d.name, name) == 0) at = d.file_offset + 4 * i;
+  }
+  dfsel_gguf_close(g);
+  ASSERT_NE(at, 0u) << name;
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp((std::streamoff)at);
+  f.write(reinterpret_cast<const char*>(&v), 4);
+  ASSERT_TRUE(f.good());
+}
+
+// A value of the draft that the library refuses is the file's fault like any other defect of it:
+// exit 1 and a message naming the file and the tensor (a NaN scale, an infinite bias once exited
+// 2 and named the C API's field, as if a flag were wrong).
+TEST(ToolDSpark, ADraftsNonFiniteValuesNameTheFile) {
+  const std::string path = testing::TempDir() + "dfsel_dspark_nonfinite.gguf";
+  const std::pair<const char*, const char*> cases[] = {{"markov_w2.scale", "markov_w2.scale[3] = nan"},
+                                                       {"conf_proj.bias", "conf_proj.bias = inf"}};
+  for (const auto& c : cases) {
+    const CliRun w = write_draft("--dspark " + path + " --vocab 300 --rank 32 --embd 32 --scale 2 --conf-bias");
+    ASSERT_EQ(w.status, 0) << w.output;
+    set_f32(path, c.first, c.first[0] == 'm' ? 3 : 0, c.first[0] == 'm' ? NAN : INFINITY);
+    const CliRun r = dfsel_cmd("--gguf " + path + " --steps 1");
+    EXPECT_EQ(r.status, 1) << c.first << ":\n" << r.output;
+    EXPECT_NE(r.output.find(path + ": " + c.second), std::string::npos) << c.first << ":\n" << r.output;
+  }
+  std::remove(path.c_str());
 }
 
 TEST(ToolDSpark, WriteDraftRefusesDraftsTheReaderRejects) {

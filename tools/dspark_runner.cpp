@@ -35,16 +35,16 @@ constexpr FieldName kDraftKeys[] = {
     {"config.n_target_vocab", "the draft's target vocabulary (rows of markov_w1.weight)"},
     {"config.markov_rank", "the Markov rank (ne[0] of markov_w1.weight)"},
     {"config.n_draft", "dflash.block_size"},
-    {"config.n_embd", "dflash.embedding_length"}};
+    {"config.n_embd", "dflash.embedding_length"},
+    {"w2_scale", "markov_w2.scale"},
+    {"conf_bias", "conf_proj.bias"},
+    {"conf_w[", "conf_proj.weight["}};  // not "(conf_w)": that sentence is --p-min's
 constexpr UsersWords kWords{kFlags, std::size(kFlags), kDraftKeys, std::size(kDraftKeys)};
 
 // A refusal of the library in the user's words, and whether the request itself was bad: a value
 // the flags gave that the library refuses; a draft's own values are the file's fault.
 std::string refusal(const DSparkProblem& p, dfsel_status st, const char* msg, bool* bad_request) {
-  bool about_draft = false;
-  const std::string why = in_users_words(msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), &about_draft);
-  if (bad_request) *bad_request = st == DFSEL_INVALID_ARGUMENT && !about_draft;
-  return why;
+  return dfsel::tools::refusal(st, msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), bad_request);
 }
 
 }  // namespace
@@ -205,9 +205,10 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
     return *err = "--p-min = " + std::string(v) + " needs a confidence head, and " +
                   (p.gguf.empty() ? std::string("this chain has none (--embd)") : "the draft has none"), false;
   }
-  if (p.shards < 1 || p.blocks < 1) {
+  *err = count_refusal(p.shards, p.blocks, p.vocab, !p.gguf.empty());
+  if (!err->empty()) {
     if (bad_request) *bad_request = true;
-    return *err = "--shards and --blocks must be at least 1", false;
+    return false;
   }
   // The library judges the sizes first (stand-in weights, never read), then the memory.
   alignas(64) static const uint8_t stand_in[64] = {};
@@ -240,10 +241,9 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
   if (p.gguf.empty()) need += (double)(p.vocab + p.target_vocab) * (double)row_bytes(p.weight_type, p.rank);
   const double have = available_bytes();
   if (have >= 0 && need > have) {
-    char msg[200];
-    std::snprintf(msg, sizeof msg, "this chain needs about %.1f GiB of memory and %.1f GiB are available; lower --vocab, "
-                  "--blocks or --n-draft", need / 1073741824.0, have / 1073741824.0);
-    return *err = msg, false;
+    return *err = "this chain needs about " + bytes_text(need) + " of memory and " + bytes_text(have) +
+                  " are available; " + (p.gguf.empty() ? "lower --vocab, --blocks or --n-draft" : "lower --blocks or --shards"),
+           false;
   }
   try {
     if (p.gguf.empty()) make_weights(p, &m.w1, &m.w2, &m.conf, &m.d2t, &m.full);

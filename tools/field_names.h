@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "dfsel/dfsel.h"
+
 namespace dfsel::tools {
 
 struct FieldName {
@@ -29,10 +31,12 @@ struct UsersWords {
   size_t n_draft_keys;
 };
 
-// A refusal of the library in the user's words. draft: the draft's file as it is to be shown,
-// or "" when the sizes came from flags. A refusal about one of the draft's own keys is the
-// file's (*about_draft): it names the file and the key; any other names the flags.
-std::string in_users_words(const std::string& msg, const UsersWords& words, const std::string& draft,
-                           bool* about_draft);
+// A refusal of the library (status st, message msg) in the user's words, by one rule for both
+// modes. draft: the draft's file as it is to be shown, or "" when the sizes came from flags.
+// With a draft, a value refused (DFSEL_INVALID_ARGUMENT) that is one of its own keys or tensors,
+// or nothing the flags set, is the file's: the message names the file and the key; any other
+// names the flags. *bad_request (may be NULL): a value the flags gave was refused (exit 2).
+std::string refusal(dfsel_status st, const char* msg, const UsersWords& words, const std::string& draft,
+                    bool* bad_request);
 
 }  // namespace dfsel::tools

@@ -1,9 +1,11 @@
 #include "parse_number.h"
 
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace dfsel::tools {
 
@@ -46,15 +48,23 @@ bool parse_u64(const std::string& flag, const char* v, uint64_t* out, std::strin
 bool parse_float(const std::string& flag, const char* v, double lo, double hi, float* out, std::string* err) {
   char* end = nullptr;
   errno = 0;
-  const double x = std::strtod(v, &end);
-  if (end == v || *end != '\0' || v[0] == ' ' || v[0] == '\t' || !std::isfinite(x)) {
-    *err = flag + " takes a number such as 0.8, not '" + v + "'";
+  // Decimal only: strtod would also take hex floats (0x1p-3), inf, nan and leading blanks.
+  const bool decimal = *v != '\0' && std::strspn(v, "0123456789.eE+-") == std::strlen(v);
+  const double x = decimal ? std::strtod(v, &end) : 0.0;
+  if (!decimal || end == v || *end != '\0' || !std::isfinite(x)) {
+    *err = flag + " takes a decimal number such as 0.8, not '" + v + "'";
     return false;
   }
+  char range[64];  // %g: 1e+30, not std::to_string's 1000000000000000019884624838656.000000
   if (x < lo || x > hi) {
-    char range[64];  // %g: 1e+30, not std::to_string's 1000000000000000019884624838656.000000
     std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
     *err = flag + " = " + v + " is outside " + range;
+    return false;
+  }
+  // A value that is not 0 must stay a normal float: 1e-50 would become 0 (greedy, no scale...).
+  if (x != 0.0 && std::fabs(x) < (double)FLT_MIN) {
+    std::snprintf(range, sizeof range, "%g", (double)FLT_MIN);
+    *err = flag + " = " + v + " is below the smallest normal float, " + range + "; give 0 or a larger value";
     return false;
   }
   *out = (float)x;

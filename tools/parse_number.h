@@ -12,7 +12,8 @@ namespace dfsel::tools {
 bool parse_int(const std::string& flag, const char* v, long long lo, long long hi, long long* out, std::string* err);
 // A whole decimal integer in [0, 2^64).
 bool parse_u64(const std::string& flag, const char* v, uint64_t* out, std::string* err);
-// A finite decimal number (a point, not a comma) in [lo, hi].
+// A finite decimal number (a point, not a comma; no hex float, inf or nan) in [lo, hi], and 0 or
+// at least the smallest normal float in magnitude (a smaller one would be read as 0).
 bool parse_float(const std::string& flag, const char* v, double lo, double hi, float* out, std::string* err);
 
 }  // namespace dfsel::tools

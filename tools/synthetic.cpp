@@ -2,11 +2,15 @@
 // or on CUDA devices, for the dfsel command and the step benchmarks.
 #include "synthetic.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iterator>
 #include <new>
+#include <utility>
 
 #include "field_names.h"
 #include "kernels/common/numeric.cuh"
@@ -17,21 +21,39 @@
 
 namespace dfsel::tools {
 
-// Memory the kernel would give this process now (MemAvailable), or -1 when unknown.
-double available_bytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
+namespace {
+
+// The kB of a line "name: N kB" of a /proc file, or -1.
+double proc_kb(const char* file, const char* name) {
+  std::FILE* f = std::fopen(file, "r");
   if (!f) return -1;
   char line[256];
   double kb = -1;
+  const size_t n = std::strlen(name);
   while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    if (std::strncmp(line, name, n) == 0 && std::sscanf(line + n, " %lf kB", &kb) == 1) break;
   std::fclose(f);
   return kb < 0 ? -1 : kb * 1024.0;
 }
 
-namespace {
+}  // namespace
 
-double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+double available_bytes() {
+  double have = proc_kb("/proc/meminfo", "MemAvailable:");
+  // A limit on the process: what it leaves above what the process uses already. RLIMIT_DATA
+  // counts private writable memory (every allocation), RLIMIT_AS all of the address space.
+  const std::pair<int, const char*> limits[] = {{RLIMIT_AS, "VmSize:"}, {RLIMIT_DATA, "VmData:"}};
+  for (const auto& [resource, used_by] : limits) {
+    struct rlimit rl {};
+    if (getrlimit(resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) continue;
+    const double used = proc_kb("/proc/self/status", used_by);
+    const double left = std::max(0.0, (double)rl.rlim_cur - std::max(0.0, used));
+    have = have < 0 ? left : std::min(have, left);
+  }
+  return have;
+}
+
+namespace {
 
 // The fields of a description as the command's user set them: a flag, or a draft's key.
 constexpr FieldName kFlags[] = {
@@ -46,16 +68,16 @@ constexpr FieldName kDraftKeys[] = {
 
 constexpr UsersWords kWords{kFlags, std::size(kFlags), kDraftKeys, std::size(kDraftKeys)};
 
-// A refusal of the library in the user's words; one about a draft's own keys names the file
-// (*about_draft).
-std::string in_users_words(const Problem& p, const char* msg, bool* about_draft) {
-  return dfsel::tools::in_users_words(msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), about_draft);
+// A refusal of the library in the user's words (field_names.h: refusal).
+std::string refusal(const Problem& p, dfsel_status st, const char* msg, bool* bad_request) {
+  return dfsel::tools::refusal(st, msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), bad_request);
 }
 
 }  // namespace
 
 struct Runner::Impl {
   Problem p;
+  OpenDraft draft;  // until its weights are copied into h
   HostData h;
   bool cuda = false;
   int n_devices_used = 1;
@@ -156,16 +178,13 @@ bool Runner::setup(const Problem& problem, std::string* err, bool* bad_request) 
   bool unused;
   if (!bad_request) bad_request = &unused;
   *bad_request = false;
-  const bool weights_loaded = !m.p.gguf.empty();
-  if (weights_loaded && !load_gguf(&m.p, &m.h, stdout, err)) return false;
+  const bool from_draft = !m.p.gguf.empty();
+  if (from_draft && !open_gguf(&m.p, &m.draft, stdout, err)) return false;
   const Problem& p = m.p;
-  if (p.shards < 1 || p.blocks < 1) {
-    *err = "--shards and --blocks must be at least 1";
-    *bad_request = true;
-    return false;
-  }
+  *err = count_refusal(p.shards, p.blocks, p.vocab, from_draft);
+  if (!err->empty()) return *bad_request = true, false;
   int n_gpus = 0;
-  dfsel_cuda_device_count(&n_gpus);
+  if (p.backend != DFSEL_BACKEND_CPU) dfsel_cuda_device_count(&n_gpus);
   m.cuda = p.backend == DFSEL_BACKEND_CUDA || (p.backend == DFSEL_BACKEND_AUTO && n_gpus > 0);
   const bool spread = m.cuda && n_gpus >= p.shards && p.shards > 1;
   alignas(64) static const uint8_t stand_in[64] = {};
@@ -176,30 +195,28 @@ bool Runner::setup(const Problem& problem, std::string* err, bool* bad_request) 
     char msg[512] = "";
     const dfsel_status st = dfsel_workspace_size(&d, &ws, msg, sizeof msg);
     if (st != DFSEL_SUCCESS) {
-      bool about_draft = false;
-      const std::string why = in_users_words(p, msg, &about_draft);
-      *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + why : why;
       // Values the flags gave that no machine could run; a draft's own are the file's fault.
-      *bad_request = st == DFSEL_INVALID_ARGUMENT && !about_draft;
+      const std::string why = refusal(p, st, msg, bad_request);
+      *err = p.shards > 1 ? "shard " + std::to_string(s) + ": " + why : why;
       return false;
     }
     // The CPU backend also keeps W_h widened to floats.
     if (!m.cuda) plan_bytes += (double)ws + (double)p.embd * p.rank * 4.0;
   }
-  const double need = host_bytes(p, weights_loaded) + plan_bytes, have = available_bytes();
+  // A draft's weights are copied too: counted in the inputs, copied only once they fit.
+  const double inputs = host_bytes(p), need = inputs + plan_bytes, have = available_bytes();
   if (have >= 0 && need > have) {
-    char msg[256];
-    std::snprintf(msg, sizeof msg, "this problem needs about %.1f GiB of memory (inputs %.1f GiB, plans %.1f GiB) "
-                  "and %.1f GiB are available; lower --vocab, --embd, --blocks, --block-size or --shards",
-                  gib(need), gib(host_bytes(p, weights_loaded)), gib(plan_bytes), gib(have));
-    *err = msg;
+    *err = "this problem needs about " + bytes_text(need) + " of memory (inputs" + (from_draft ? " and the draft's weights " : " ") +
+           bytes_text(inputs) + ", plans " + bytes_text(plan_bytes) + ") and " + bytes_text(have) + " are available; " +
+           (from_draft ? "lower --blocks or --shards, or run the draft where more memory is free"
+                       : "lower --vocab, --embd, --blocks, --block-size or --shards");
     return false;
   }
   try {
+    if (from_draft) copy_weights(&m.draft, &m.h, stdout);
     make_host_data(p, &m.h);
   } catch (const std::bad_alloc&) {
-    *err = "the inputs (about " + std::to_string((long long)(gib(host_bytes(p, weights_loaded)) + 0.5)) +
-           " GiB) could not be allocated";
+    *err = "the inputs (about " + bytes_text(inputs) + ") could not be allocated";
     return false;
   }
   m.n_devices_used = spread ? p.shards : 1;
@@ -234,8 +251,9 @@ bool Runner::setup(const Problem& problem, std::string* err, bool* bad_request) 
     if (!ep || !en || !wh || !lg || !hd || !an) return false;
     const dfsel_plan_desc d = describe(p, s, m.cuda, dev, ep, en, wh);
     char msg[512];
-    if (dfsel_plan_create(&d, &m.plans[s], msg, sizeof msg) != DFSEL_SUCCESS) {
-      *err = std::string("plan for shard ") + std::to_string(s) + ": " + msg;
+    const dfsel_status created = dfsel_plan_create(&d, &m.plans[s], msg, sizeof msg);
+    if (created != DFSEL_SUCCESS) {
+      *err = "plan for shard " + std::to_string(s) + ": " + refusal(p, created, msg, bad_request);
       return false;
     }
     dfsel_inputs& in = m.in[s];

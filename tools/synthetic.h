@@ -32,10 +32,24 @@ struct HostData {
   std::vector<int32_t> anchors;
 };
 
+// Fills h: the inputs, and the weights unless a draft's were copied in (copy_weights).
 void make_host_data(const Problem& p, HostData* h);
-// Loads the selector of a GGUF draft into p (sizes, types) and h (weights), printing a line per
-// stage to log (may be null). Returns false with err set on failure.
-bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err);
+
+// A DFlash2 draft opened for the Runner: its selector's views into the file, valid while it is.
+struct OpenDraft {
+  dfsel_gguf* g = nullptr;
+  dfsel_tensor e_prev{}, e_next{}, w_h{};
+  OpenDraft() = default;
+  OpenDraft(const OpenDraft&) = delete;
+  OpenDraft& operator=(const OpenDraft&) = delete;
+  ~OpenDraft();
+};
+// Opens the draft p->gguf: its sizes and types into p, its selector's views into d, the
+// metadata to log (may be null). Nothing is copied (host_bytes counts the copy). False with err
+// set on failure.
+bool open_gguf(Problem* p, OpenDraft* d, std::FILE* log, std::string* err);
+// Copies the draft's weights into h (rows packed) and closes it; throws std::bad_alloc.
+void copy_weights(OpenDraft* d, HostData* h, std::FILE* log);
 // The version and every metadata key and value of an open draft, a line each, to log.
 void print_metadata(const dfsel_gguf* g, double open_seconds, std::FILE* log);
 // Fills n values of type t with seeded normal(0, sigma) draws.
@@ -44,10 +58,17 @@ void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma,
 void store_value(uint8_t* base, size_t i, dfsel_type t, float v);
 // Bytes of one F32, F16 or BF16 element.
 size_t elem_size(dfsel_type t);
-// Host memory the inputs of p take (the weights too unless a draft supplied them).
-double host_bytes(const Problem& p, bool weights_loaded);
-// Memory the kernel would give this process now (MemAvailable), or -1 when unknown.
+// Host memory the inputs and weights of p take (a draft's weights are copied too).
+double host_bytes(const Problem& p);
+// What the flags --shards and --blocks must be whatever the library says: at least 1, and no
+// more shards than the vocabulary (vocab, the draft's when from_draft) has tokens. "" when they
+// are, else the sentence that refuses them.
+std::string count_refusal(int shards, int blocks, int64_t vocab, bool from_draft);
+// Memory this process may still take now, or -1 when unknown: the kernel's MemAvailable, or
+// less where a limit on the process (ulimit -v, ulimit -d) leaves less.
 double available_bytes();
+// A number of bytes as a person reads it: "70 MiB", "1.5 GiB".
+std::string bytes_text(double bytes);
 // s with every byte outside printable ASCII (and the backslash) written as \xNN.
 std::string printable(const char* s);
 

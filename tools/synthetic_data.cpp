@@ -99,24 +99,27 @@ void print_metadata(const dfsel_gguf* g, double open_seconds, std::FILE* log) {
   }
 }
 
-bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
+OpenDraft::~OpenDraft() {
+  if (g) dfsel_gguf_close(g);
+}
+
+bool open_gguf(Problem* p, OpenDraft* d, std::FILE* log, std::string* err) {
   const auto t0 = std::chrono::steady_clock::now();
   if (log) std::fprintf(log, "loading %s ...\n", printable(p->gguf.c_str()).c_str());
-  dfsel_gguf* g = nullptr;
   char msg[512] = "";
-  if (dfsel_gguf_open(p->gguf.c_str(), -1, -1, &g, msg, sizeof msg) != DFSEL_SUCCESS) {
+  if (dfsel_gguf_open(p->gguf.c_str(), -1, -1, &d->g, msg, sizeof msg) != DFSEL_SUCCESS) {
     *err = msg;
     return false;
   }
   dfsel_config cfg{};
-  dfsel_tensor ep{}, en{}, wh{};
-  if (dfsel_gguf_config(g, &cfg) != DFSEL_SUCCESS || dfsel_gguf_tensors(g, &ep, &en, &wh) != DFSEL_SUCCESS) {
-    *err = dfsel_gguf_last_error(g);
-    dfsel_gguf_close(g);
+  if (dfsel_gguf_config(d->g, &cfg) != DFSEL_SUCCESS ||
+      dfsel_gguf_tensors(d->g, &d->e_prev, &d->e_next, &d->w_h) != DFSEL_SUCCESS) {
+    *err = dfsel_gguf_last_error(d->g);
     return false;
   }
+  const dfsel_tensor &ep = d->e_prev, &en = d->e_next, &wh = d->w_h;
   if (log) {
-    print_metadata(g, seconds_since(t0), log);
+    print_metadata(d->g, seconds_since(t0), log);
     std::fprintf(log, "  selector_predecessor %s {%lld, %lld}, selector_successor %s, selector_hidden %s {%lld, %lld}\n",
                  dfsel_type_name(ep.type), (long long)ep.ne[0], (long long)ep.ne[1], dfsel_type_name(en.type),
                  dfsel_type_name(wh.type), (long long)wh.ne[0], (long long)wh.ne[1]);
@@ -130,13 +133,17 @@ bool load_gguf(Problem* p, HostData* h, std::FILE* log, std::string* err) {
   p->softcap = cfg.softcap;
   p->cb_type = ep.type;
   p->wh_type = wh.type;
-  const auto t1 = std::chrono::steady_clock::now();
-  copy_rows(ep, &h->e_prev);
-  copy_rows(en, &h->e_next);
-  copy_rows(wh, &h->w_h);
-  dfsel_gguf_close(g);
-  if (log) std::fprintf(log, "  weights read in %.2f s\n", seconds_since(t1));
   return true;
+}
+
+void copy_weights(OpenDraft* d, HostData* h, std::FILE* log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  copy_rows(d->e_prev, &h->e_prev);
+  copy_rows(d->e_next, &h->e_next);
+  copy_rows(d->w_h, &h->w_h);
+  dfsel_gguf_close(d->g);
+  d->g = nullptr;
+  if (log) std::fprintf(log, "  weights read in %.2f s\n", seconds_since(t0));
 }
 
 // The scales make both terms of a score count, as in a trained draft (SPEC section 2):
@@ -169,13 +176,27 @@ void make_host_data(const Problem& p, HostData* h) {
   for (auto& a : h->anchors) a = (int32_t)(splitmix(&s) % (uint64_t)p.vocab);
 }
 
-double host_bytes(const Problem& p, bool weights_loaded) {
+std::string count_refusal(int shards, int blocks, int64_t vocab, bool from_draft) {
+  if (shards < 1 || blocks < 1) return "--shards and --blocks must be at least 1";
+  if (shards > vocab)
+    return "--shards = " + std::to_string(shards) + " is more than the " + (from_draft ? "draft's " : "") +
+           "vocabulary has tokens (V = " + std::to_string(vocab) + "); every shard holds at least one";
+  return "";
+}
+
+double host_bytes(const Problem& p) {
   const double n_tokens = (double)p.blocks * p.block;
   const double ls = (double)elem_size(p.logits_type);
-  double b = n_tokens * (double)p.vocab * ls + n_tokens * (double)p.embd * ls;
-  if (!weights_loaded)
-    b += 2.0 * (double)p.vocab * (double)row_bytes(p.cb_type, p.rank) + (double)p.rank * (double)row_bytes(p.wh_type, p.embd);
-  return b;
+  return n_tokens * (double)p.vocab * ls + n_tokens * (double)p.embd * ls +
+         2.0 * (double)p.vocab * (double)row_bytes(p.cb_type, p.rank) + (double)p.rank * (double)row_bytes(p.wh_type, p.embd);
+}
+
+std::string bytes_text(double bytes) {
+  char s[32];
+  const double mib = bytes / 1048576.0;
+  if (mib < 1024) std::snprintf(s, sizeof s, "%.0f MiB", mib);
+  else std::snprintf(s, sizeof s, "%.1f GiB", mib / 1024);
+  return s;
 }
 
 }  // namespace dfsel::tools

@@ -38,6 +38,11 @@ Status optional_float(const File& f, const char* key, double* out) {
         cat(key, " has type ", value_type_name(uint32_t(kv->type)), ", expected f32 or f64"));
   if (!std::isfinite(*out) || std::fabs(*out) > double(std::numeric_limits<float>::max()))
     return format_error(cat(key, " = ", f.render(*kv), " is not a finite float"));
+  // dfsel_config holds a float: a value that is not 0 must stay a normal one (a tiny f64 would
+  // become 0, which dfsel_config reads as "no scale" or "no softcap").
+  if (*out != 0 && std::fabs(*out) < double(std::numeric_limits<float>::min()))
+    return format_error(cat(key, " = ", f.render(*kv), " is not 0 but below the smallest normal float, ",
+                            std::numeric_limits<float>::min()));
   return Status::success();
 }
 

@@ -18,7 +18,8 @@ Status format_error(std::string what);
 
 // A required integer key within [lo, hi].
 Status required_int(const File& f, const char* key, int64_t lo, int64_t hi, int64_t* out);
-// An optional float key, left as it is when absent.
+// An optional float key, left as it is when absent: FORMAT_ERROR unless it is 0 or a finite
+// normal float in magnitude (what it narrows to in dfsel_config).
 Status optional_float(const File& f, const char* key, double* out);
 
 // Whether dfsel reads a ggml type as a weight (f32, f16, bf16, q8_0, q4_K, q6_K).

@@ -54,6 +54,16 @@ def _tensor(st, x, name, allowed, dtype=None, device=_arrays.CPU):
     return v.owner
 
 
+def _not_one_row(conf_w, t, markov_rank):
+    """The refusal of a conf_w (filled into the dfsel_tensor t) that is not one row of more than
+    markov_rank elements, naming its shape."""
+    msg = "conf_w has shape %r; the confidence head is one row of n_embd + markov_rank elements with n_embd >= 1 " \
+          "(markov_rank = %d)" % (tuple(_unwrap(conf_w)[0].shape), markov_rank)
+    if t.ne[0] == 1 and t.ne[1] > markov_rank:
+        msg += "; give this column as shape (%d,)" % t.ne[1]
+    return Error(Status.INVALID_ARGUMENT, msg)
+
+
 def _where(w1, asked, device):
     """(backend, device index, where) of a plan whose w1 view is w1: the CPU backend for host
     weights, the CUDA backend on w1's device for CUDA weights."""
@@ -160,9 +170,7 @@ class DSparkPlan(Owned):
         if conf_w is not None:
             keep.append(_tensor(d.conf_w, conf_w, "conf_w", _WEIGHTS, weight_dtype, where))
             if d.conf_w.ne[1] != 1 or d.conf_w.ne[0] <= markov_rank:
-                raise Error(Status.INVALID_ARGUMENT, "conf_w has %d elements; the confidence head is one row of "
-                            "n_embd + markov_rank elements with n_embd >= 1 (markov_rank = %d)" % (
-                                d.conf_w.ne[0] * d.conf_w.ne[1], markov_rank))
+                raise _not_one_row(conf_w, d.conf_w, markov_rank)
             c.n_embd = d.conf_w.ne[0] - c.markov_rank
         d.conf_bias = _cvalues.real(conf_bias, "conf_bias")
         if d2t is not None:
@@ -237,8 +245,7 @@ class DSparkPlan(Owned):
     def check(self, stream=None, timeout_ms=-1):
         """Waits for the last run (at most timeout_ms; < 0: no limit) and raises dfsel.Error for
         what the device found (an anchor out of range), or a timeout."""
-        if not self._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        self._check_open()
         timeout_ms = _cvalues.integer(timeout_ms, "timeout_ms", INT64)
         with claimed([self], DSparkPlan):
             st = self._lib.dfsel_dspark_plan_wait(self._ptr, self._stream(stream), timeout_ms)

@@ -38,6 +38,10 @@ class Owned:
         self._ptr = None
         self._lock = threading.Lock()  # held by the call in progress (taken without waiting)
 
+    def _check_open(self):
+        if not self._ptr:
+            raise closed_error()
+
     def _claim(self):
         if not self._lock.acquire(blocking=False):
             raise busy_error(self)
@@ -52,8 +56,7 @@ class Owned:
     def _outputs_request(self, n_blocks, want, fields):
         """The n_blocks of an outputs() call (max_blocks when None), after the plan is found open
         and want a sequence of names among fields."""
-        if not self._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        self._check_open()
         if isinstance(want, str):
             raise Error(Status.INVALID_ARGUMENT, "want = %r: expected a sequence of field names, such as (%r,)"
                         % (want, want))
@@ -85,8 +88,31 @@ class Owned:
     def __enter__(self):
         return self
 
+    # A copy would share the library handle: the first of the two to be collected would destroy
+    # the plan the other still runs (or, once the address is reused, another plan's).
+    def __copy__(self):
+        raise not_copyable(self)
+
+    def __deepcopy__(self, memo):
+        raise not_copyable(self)
+
+    def __reduce_ex__(self, protocol):
+        raise not_copyable(self)
+
+    def __reduce__(self):
+        raise not_copyable(self)
+
     def __exit__(self, *exc):
         self.close()
+
+
+def closed_error(where=""):
+    return Error(Status.INVALID_ARGUMENT, where + "the plan is closed")
+
+
+def not_copyable(plan):
+    return TypeError("a dfsel.%s cannot be copied or pickled: it owns its library plan, which only it may run "
+                     "and destroy; create another plan from the same weights instead" % type(plan).__name__)
 
 
 def busy_error(plan):
@@ -99,8 +125,10 @@ def claimed(plans, kind):
     """Every plan of a call, each an open `kind` named once, claimed for the call: all of them,
     or none and dfsel.Error."""
     for i, p in enumerate(plans):
-        if not isinstance(p, kind) or not p._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "plans[%d] is not an open dfsel.%s" % (i, kind.__name__))
+        if not isinstance(p, kind):
+            raise Error(Status.INVALID_ARGUMENT, "plans[%d] = %r is not a dfsel.%s" % (i, p, kind.__name__))
+        if not p._ptr:
+            raise closed_error("plans[%d]: " % i if len(plans) > 1 else "")
         for j in range(i):
             if plans[j] is p:
                 raise Error(Status.INVALID_ARGUMENT, "plans[%d] and plans[%d] are the same plan; a plan may "

@@ -286,8 +286,7 @@ class Plan(Owned):
         anchors [n_blocks] int32, all on the plan's device. Returns `out` (a dfsel.Outputs),
         or new outputs in the framework of `anchors`. CUDA: enqueued on `stream` (default: the
         caller's current stream), nothing waited for; plan.check() reports device-side errors."""
-        if not self._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        self._check_open()
         self._claim()
         try:
             out = self._prepare(logits, hidden, anchors, temperature, p_min, seed, out, packed,
@@ -302,8 +301,7 @@ class Plan(Owned):
     def _run_into(self, logits, hidden, anchors, temperature, p_min, seed, outputs_for, stream):
         """plan.run for torch.ops.dfsel: outputs_for(n_blocks) gives the dfsel_outputs pointer
         once the inputs are checked, and `stream` is the raw handle (None on the CPU)."""
-        if not self._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        self._check_open()
         self._claim()
         try:
             n_blocks = self._prepare_inputs(logits, hidden, anchors, temperature, p_min, seed)
@@ -316,8 +314,7 @@ class Plan(Owned):
     def check(self, stream=None, timeout_ms=-1):
         """Waits for the last run (at most timeout_ms; < 0: no limit) and raises dfsel.Error for
         what the device found (an anchor id out of range), a timeout or a failed peer."""
-        if not self._ptr:
-            raise Error(Status.INVALID_ARGUMENT, "the plan is closed")
+        self._check_open()
         timeout_ms = _cvalues.integer(timeout_ms, "timeout_ms", INT64)
         self._claim()
         try:

@@ -152,5 +152,5 @@ def test_bad_arguments_raise_with_their_value():
     with raises(Status.INVALID_ARGUMENT, "out.n_blocks = 1 holds fewer blocks"):
         plan.run(z, np.array([3, 4], np.int32), out=plan.outputs(1))
     plan.close()
-    with raises(Status.INVALID_ARGUMENT, "plans[0] is not an open dfsel.DSparkPlan"):
+    with raises(Status.INVALID_ARGUMENT, "the plan is closed"):
         plan.run(z, np.array([3, 4], np.int32))

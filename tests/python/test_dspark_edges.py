@@ -86,9 +86,14 @@ def test_rows_must_match_the_anchors_exactly():
 def test_refusals_name_python_arguments():
     rng = np.random.default_rng(4)
     # conf_w shorter than markov_rank: n_embd would be negative
-    with raises(Status.INVALID_ARGUMENT, "conf_w has 27 elements", "markov_rank = 32") as e:
+    with raises(Status.INVALID_ARGUMENT, "conf_w has shape (27,)", "markov_rank = 32") as e:
         make(conf_w=rng.standard_normal(R - 5).astype(np.float32))
     assert "config." not in e.value.message
+    # A column of the right length was blamed on its element count (56, the count the head needs).
+    with raises(Status.INVALID_ARGUMENT, "conf_w has shape (%d, 1)" % (E + R), "one row", "shape (%d,)" % (E + R)):
+        make(conf_w=rng.standard_normal((E + R, 1)).astype(np.float32))
+    with raises(Status.INVALID_ARGUMENT, "conf_w has shape (2, %d)" % (E + R), "one row"):
+        make(conf_w=rng.standard_normal((2, E + R)).astype(np.float32))
     with make(conf_w=rng.standard_normal(E + R).astype(np.float32)) as p:
         with raises(Status.INVALID_ARGUMENT, "hidden is None", "confidence head") as e:
             p.run(logits(), ANCHORS)

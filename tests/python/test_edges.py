@@ -2,9 +2,12 @@
 parent's plan on its own thread and closes it; the parent's plan is unaffected; a child that
 leaves its plans to the interpreter's exit ends), handles that are no live plan of the kind a
 call expects, non-finite DSpark scalars, and outputs() of either plan kind (the fields it is
-asked for, a closed plan). Every child is bounded by a timeout, so that a
+asked for, a closed plan), copies and pickles of a plan (refused: a copy would share, and one
+day destroy, the plan's library handle). Every child is bounded by a timeout, so that a
 hang fails the test."""
+import copy
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -188,3 +191,28 @@ def test_outputs_of_a_closed_plan_are_refused(kind):
         p.outputs()
     with raises(Status.INVALID_ARGUMENT, "closed"):
         p.outputs(1, want=())
+
+
+# A copy shared the library handle: when it was collected it destroyed the original's plan, and a
+# later plan made at the same address was then run (and destroyed) through the stale original.
+@pytest.mark.parametrize("kind", ["selector", "dspark"])
+def test_a_plan_cannot_be_copied_or_pickled(kind):
+    plan, run = (selector_plan(), selector_run) if kind == "selector" else (dspark_plan(), dspark_run)
+    before = run(plan)
+    for how in (copy.copy, copy.deepcopy, pickle.dumps, lambda p: pickle.dumps(p, protocol=0)):
+        with pytest.raises(TypeError) as e:
+            how(plan)
+        assert "dfsel.%s cannot be copied or pickled" % type(plan).__name__ in str(e.value)
+    assert same(run(plan), before)
+    plan.close()
+
+
+# Both kinds word a run of a closed plan alike, alone or in a group.
+@pytest.mark.parametrize("kind", ["selector", "dspark"])
+def test_a_closed_plan_runs_nothing_in_one_wording(kind):
+    plan, run = (selector_plan(), selector_run) if kind == "selector" else (dspark_plan(), dspark_run)
+    plan.close()
+    with raises(Status.INVALID_ARGUMENT, "the plan is closed"):
+        run(plan)
+    with raises(Status.INVALID_ARGUMENT, "the plan is closed"):
+        plan.check()

@@ -177,7 +177,7 @@ def test_run_group_arguments():
     shards = [logits[:, :128], logits[:, 128:]]
     with raises(Status.INVALID_ARGUMENT, "logits has 1 entries for 2 plans"):
         dfsel.run_group([p0, p1], shards[:1], [hidden] * 2, [anchors] * 2)
-    with raises(Status.INVALID_ARGUMENT, "plans[1] is not an open dfsel.Plan"):
+    with raises(Status.INVALID_ARGUMENT, "plans[1] = 'p1' is not a dfsel.Plan"):
         dfsel.run_group([p0, "p1"], shards, [hidden] * 2, [anchors] * 2)
     with raises(Status.INVALID_ARGUMENT, "plans[1]: logits has shape (8, 256)"):
         dfsel.run_group([p0, p1], [shards[0], logits], [hidden] * 2, [anchors] * 2)

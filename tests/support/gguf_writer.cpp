@@ -373,8 +373,9 @@ Draft make_draft(const DraftOptions& o) {
       {"dflash.embedding_length", V::u32(uint32_t(o.n_embd))},
   };
   if (o.alignment != 32) kvs.insert(kvs.begin() + 1, {"general.alignment", V::u32(o.alignment)});
-  if (o.logit_scale) kvs.push_back({"dflash.logit_scale", V::f32(*o.logit_scale)});
-  if (o.softcap) kvs.push_back({"dflash.final_logit_softcapping", V::f32(*o.softcap)});
+  const auto real = [&](double v) { return o.f64_scalars ? V::f64(v) : V::f32(float(v)); };
+  if (o.logit_scale) kvs.push_back({"dflash.logit_scale", real(*o.logit_scale)});
+  if (o.softcap) kvs.push_back({"dflash.final_logit_softcapping", real(*o.softcap)});
   if (o.every_value_type)
     for (GgufKv& kv : every_value_type()) kvs.push_back(std::move(kv));
 

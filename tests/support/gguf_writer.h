@@ -159,8 +159,9 @@ struct DraftOptions {
   dfsel_type hidden_type = DFSEL_TYPE_F16;    // w_h
   uint32_t version = 3;
   uint32_t alignment = 32;  // written as general.alignment when not 32
-  std::optional<float> logit_scale;
-  std::optional<float> softcap;
+  std::optional<double> logit_scale;  // written as f32 (rounded), or as f64 with f64_scalars
+  std::optional<double> softcap;
+  bool f64_scalars = false;
   std::string name = "dfsel test draft";  // general.name; its length shifts every later byte
   bool every_value_type = false;          // test.* metadata of every GGUF type, nested arrays too
   bool other_tensors = false;  // unrelated tensors (q5_K, f32, i32) before the selector's
