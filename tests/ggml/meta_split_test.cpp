@@ -12,8 +12,8 @@
 #include <dlfcn.h>
 #include <ggml-alloc.h>
 #include <ggml-backend.h>
-#include <ggml-cpu.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -21,7 +21,6 @@
 #include <memory>
 #include <mutex>
 #include <random>
-#include <set>
 #include <thread>
 #include <type_traits>
 #include <vector>
