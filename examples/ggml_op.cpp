@@ -1,16 +1,20 @@
-// How a ggml-cuda backend op drives dfsel (docs/ggml.md): the op's ggml tensors (device
-// memory of ggml-cuda buffers) become dfsel_tensor views through dfsel_ggml_tensor, a plan is
-// created once per device when the op is set up, and every step runs the plans on the
-// devices' streams and writes llama.cpp's packed lattice rows into the op's dst tensor.
+// How an engine on ggml-cuda drives dfsel under split-mode tensor (docs/ggml.md, "Under
+// split-mode tensor"): between graph computes, each device's slice of the logits and its copy
+// of the hidden state (ggml tensors in device memory) become dfsel_tensor views through
+// dfsel_ggml_tensor, and one dfsel_run_group call over every device writes llama.cpp's packed
+// lattice rows into each device's output tensor. A plan is created once per device when the
+// draft is loaded.
 //
 //   ggml_op [--vocab V] [--blocks N]
 //
-// The vocabulary is split over every visible GPU, as the lm_head is under split-mode tensor.
-// With NCCL the devices exchange through one communicator per device (ncclCommInitAll, as
-// ggml-cuda's comm context holds them when built with NCCL); without it through the
-// in-process exchange. The tensors are real `struct ggml_tensor`s whose data this program
-// allocates with cudaMalloc where ggml-cuda would place them in its buffers; the weights and
-// inputs are synthetic; the program prints the drafted tokens that the packed rows encode.
+// The vocabulary is split over every visible GPU, as llama.cpp splits output.weight under
+// split-mode tensor. With NCCL the program creates one communicator per device itself
+// (ncclCommInitAll): ggml-cuda's own are private to the comm context of ggml's meta backend.
+// Without NCCL the plans exchange in process. The tensors are real `struct ggml_tensor`s whose
+// data this program allocates with cudaMalloc; under split-mode tensor they are the meta
+// backend's per-device tensors, which only ggml's static ggml_backend_meta_buffer_simple_tensor
+// reaches today. The weights and inputs are synthetic; the program prints the drafted tokens
+// that the packed rows encode.
 #include <cuda_runtime.h>
 #include <ggml.h>
 
@@ -31,7 +35,7 @@
 namespace {
 
 // The view of a ggml tensor; a tensor dfsel cannot read (a type, a layout) is reported with
-// its name. In ggml-cuda an op would GGML_ABORT with the message or fall back to the CPU walker.
+// its name. An engine would report it and fall back to its CPU walker.
 bool to_dfsel(const ggml_tensor* t, dfsel_tensor* v) {
   char msg[512];
   const dfsel_status s = dfsel_ggml_tensor(t, v, msg, sizeof msg);
@@ -48,24 +52,34 @@ bool to_dfsel(const ggml_tensor* t, dfsel_tensor* v) {
     }                                                                                   \
   } while (0)
 
-// What the op keeps per device between steps: created once, reused by every step (and by
+// What the engine keeps per device between steps: created once, reused by every step (and by
 // every replay of a CUDA graph that captured a step).
 struct DeviceState {
   int device = 0;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;  // the engine's own: ggml-cuda's streams are private to it
   dfsel_plan* plan = nullptr;
-  void* nccl_comm = nullptr;  // an ncclComm_t of the tensor split, or NULL
+  void* nccl_comm = nullptr;  // an ncclComm_t the engine created for the split, or NULL
 };
 
-// The dflash selector op for one process that drives every device of the split from one
-// thread. dst of a step is the packed lattice rows, F32 {n_embd, n_tokens}, on each device.
-class DflashSelectOp {
+// One device's tensors of a step: its slice of the logits {v_end - v_begin, n_tokens}, its copy
+// of the hidden states {n_embd, n_tokens}, its anchors (n_blocks token ids in device memory),
+// and the packed lattice rows to write, F32 {n_embd, n_tokens}.
+struct DeviceStep {
+  const ggml_tensor* logits = nullptr;
+  const ggml_tensor* hidden = nullptr;
+  const int32_t* anchors = nullptr;
+  ggml_tensor* packed = nullptr;
+};
+
+// The selector of one process that drives every device of the split from one thread, run
+// between graph computes.
+class SplitSelector {
  public:
-  ~DflashSelectOp() {
+  ~SplitSelector() {
     for (DeviceState& s : dev_) dfsel_plan_destroy(s.plan);
   }
 
-  // Once per device, when the op is set up (not inside a graph capture: plans allocate).
+  // Once per device, when the draft is loaded (not inside a graph capture: plans allocate).
   // e_prev / e_next are the device's codebook tensors ({R, V} replicated, {R, v_end - v_begin}
   // sharded), w_h {n_embd, R}.
   bool init_device(const dfsel_config& cfg, const dfsel_shard& shard, dfsel_placement placement,
@@ -90,11 +104,9 @@ class DflashSelectOp {
     return true;
   }
 
-  // One step, the op's compute: dst[i] is device i's node, F32 {n_embd, n_tokens}, with
-  // src[0] the device's logits slice {v_end - v_begin, n_tokens} and src[1] the hidden states
-  // {n_embd, n_tokens}; anchors[i] holds n_blocks token ids in device memory. Only enqueues
-  // work on the devices' streams, so a graph capture can record it.
-  bool compute(const ggml_tensor* const* dst, const int32_t* const* anchors) {
+  // One step, after the draft graph was computed: step[i] is device i's. Only enqueues work
+  // on the devices' streams, so a graph capture can record it.
+  bool compute(const DeviceStep* step) {
     const size_t n = dev_.size();
     std::vector<dfsel_plan*> plans(n);
     std::vector<dfsel_inputs> in(n);
@@ -102,15 +114,15 @@ class DflashSelectOp {
     std::vector<void*> streams(n);
     for (size_t i = 0; i < n; ++i) {
       plans[i] = dev_[i].plan;
-      streams[i] = dev_[i].stream;  // ggml-cuda: ctx.stream() of device i
-      if (!to_dfsel(dst[i]->src[0], &in[i].logits) || !to_dfsel(dst[i]->src[1], &in[i].hidden)) return false;
-      in[i].anchors = anchors[i];
-      in[i].n_blocks = int32_t(dst[i]->ne[1] / block_size_);
+      streams[i] = dev_[i].stream;
+      if (!to_dfsel(step[i].logits, &in[i].logits) || !to_dfsel(step[i].hidden, &in[i].hidden)) return false;
+      in[i].anchors = step[i].anchors;
+      in[i].n_blocks = int32_t(step[i].packed->ne[1] / block_size_);
       in[i].temperature = 0.0f;  // greedy; > 0 samples with draws keyed by (seed, block, position)
       // The packed rows are what llama.cpp's walker reads; path and n_emitted are required
-      // outputs, kept in the op's scratch space next to dst.
-      out[i].packed = static_cast<float*>(dst[i]->data);
-      out[i].packed_row_stride = dst[i]->nb[1];
+      // outputs, kept in scratch space.
+      out[i].packed = static_cast<float*>(step[i].packed->data);
+      out[i].packed_row_stride = step[i].packed->nb[1];
       out[i].path = path_[i];
       out[i].n_emitted = n_emitted_[i];
     }
@@ -190,6 +202,8 @@ bool run(int64_t V, int32_t n_blocks) {
     return false;
   }
   const size_t n = static_cast<size_t>(n_dev);
+  // The engine's own communicators, rank i on device i (the meta device's order): ggml-cuda
+  // does not export the ones of its comm context.
   std::vector<void*> comms(n, nullptr);
 #if defined(DFSEL_WITH_NCCL)
   std::vector<ncclComm_t> nccl(n);
@@ -206,9 +220,8 @@ bool run(int64_t V, int32_t n_blocks) {
   params.no_alloc = true;
   ggml_context* ctx = ggml_init(params);
   if (!ctx) return false;
-  DflashSelectOp op;
-  std::vector<ggml_tensor*> dst(n);
-  std::vector<int32_t*> anchors(n);
+  SplitSelector selector;
+  std::vector<DeviceStep> step(n);
   for (int i = 0; i < n_dev; ++i) {
     CHECK_CUDA(cudaSetDevice(i));
     DeviceState state;
@@ -228,25 +241,24 @@ bool run(int64_t V, int32_t n_blocks) {
                                      [&](int64_t t, int64_t v) { return 3.0f * value(4, uint64_t(t * V + vb + v)); });
     ggml_tensor* hidden = device_f32(ctx, "result_norm", E, n_tokens,
                                      [&](int64_t t, int64_t c) { return value(5, uint64_t(t * E + c)); });
-    dst[size_t(i)] = device_f32(ctx, "dflash_select", E, n_tokens, [](int64_t, int64_t) { return 0.0f; });
-    if (!e_prev || !e_next || !w_h || !logits || !hidden || !dst[size_t(i)]) return false;
-    dst[size_t(i)]->src[0] = logits;  // the op node's sources, as the graph builder sets them
-    dst[size_t(i)]->src[1] = hidden;
+    ggml_tensor* packed = device_f32(ctx, "dflash_packed", E, n_tokens, [](int64_t, int64_t) { return 0.0f; });
+    if (!e_prev || !e_next || !w_h || !logits || !hidden || !packed) return false;
     std::vector<int32_t> h_anchors(static_cast<size_t>(n_blocks));
     for (int32_t b = 0; b < n_blocks; ++b) h_anchors[size_t(b)] = int32_t((b * 7919 + 17) % V);
-    CHECK_CUDA(cudaMalloc(&anchors[size_t(i)], h_anchors.size() * sizeof(int32_t)));
-    CHECK_CUDA(cudaMemcpy(anchors[size_t(i)], h_anchors.data(), h_anchors.size() * sizeof(int32_t),
-                          cudaMemcpyHostToDevice));
-    if (!op.init_device(cfg, shard, DFSEL_CODEBOOKS_SHARDED, e_prev, e_next, w_h, state)) return false;
+    int32_t* anchors = nullptr;
+    CHECK_CUDA(cudaMalloc(&anchors, h_anchors.size() * sizeof(int32_t)));
+    CHECK_CUDA(cudaMemcpy(anchors, h_anchors.data(), h_anchors.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    step[size_t(i)] = DeviceStep{logits, hidden, anchors, packed};
+    if (!selector.init_device(cfg, shard, DFSEL_CODEBOOKS_SHARDED, e_prev, e_next, w_h, state)) return false;
   }
-  if (!op.alloc_scratch(n_blocks, B)) return false;
-  if (!op.compute(dst.data(), anchors.data()) || !op.check()) return false;
+  if (!selector.alloc_scratch(n_blocks, B)) return false;
+  if (!selector.compute(step.data()) || !selector.check()) return false;
 
   // The packed rows of device 0, read the way llama.cpp's walker reads them: row p of a block
   // holds the K candidate ids as floats, then the K x K scores (predecessor i, candidate j).
   std::vector<float> rows(static_cast<size_t>(n_tokens * E));
   CHECK_CUDA(cudaSetDevice(0));
-  CHECK_CUDA(cudaMemcpy(rows.data(), dst[0]->data, rows.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(rows.data(), step[0].packed->data, rows.size() * sizeof(float), cudaMemcpyDeviceToHost));
   for (int32_t b = 0; b < n_blocks; ++b) {
     std::printf("block %d, greedy over the packed rows:", b);
     int prev = 0;

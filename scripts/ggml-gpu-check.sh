@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a CUDA machine: builds ggml (CPU backend, from GGML_SOURCE, default ../shared/ggml) into a
 # temporary prefix, dfsel with CUDA and dfsel::ggml against it, runs the ggml tests, then the
-# ggml-cuda op example (examples/ggml_op: real ggml tensors in device memory) on one GPU and,
+# split-mode example (examples/ggml_op: real ggml tensors in device memory) on one GPU and,
 # when there are two or more, split over every GPU. Exits non-zero on any failure.
 #   scripts/ggml-gpu-check.sh [BUILD_DIR]      (default build-ggml-gpu)
 set -euo pipefail

@@ -71,8 +71,8 @@ Status create(const dfsel_plan_desc* in, dfsel_ggml_op* op) {
   if (!in) return fail(DFSEL_INVALID_ARGUMENT, "desc is NULL");
   if (in->backend == DFSEL_BACKEND_CUDA) {
     return fail(DFSEL_UNSUPPORTED,
-                "desc.backend = CUDA: the graph node runs on ggml's CPU backend; a ggml-cuda op calls "
-                "dfsel_plan_run on the backend's stream (docs/ggml.md)");
+                "desc.backend = CUDA: the graph node runs on ggml's CPU backend; with ggml-cuda, call "
+                "dfsel_plan_run or dfsel_run_group on the device tensors (docs/ggml.md)");
   }
   if (in->shard.n_ranks != 1) {
     return fail(DFSEL_UNSUPPORTED, "desc.shard.n_ranks = %d: a CPU graph node holds the whole vocabulary (1 shard)",

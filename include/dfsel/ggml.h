@@ -18,8 +18,11 @@
  * or put more threads on the cores than ggml did. Blocks are independent, so the rows are
  * bitwise those of one plan over every block.
  *
- * For ggml-cuda there is no graph node here: a backend op passes its device tensors, converted
- * by dfsel_ggml_tensor, to dfsel_plan_run on the backend's stream (docs/ggml.md).
+ * For ggml-cuda there is no graph node here: where one device holds the logits, an op of the
+ * engine's passes its device tensors, converted by dfsel_ggml_tensor, to dfsel_plan_run on the
+ * backend's stream; under split-mode tensor the engine calls dfsel_run_group over every device
+ * between graph computes (ggml's meta backend refuses a node over vocabulary-split logits;
+ * docs/ggml.md says what ggml keeps private).
  */
 #ifndef DFSEL_GGML_H
 #define DFSEL_GGML_H
