@@ -34,7 +34,7 @@ int enum_value(const E& e) {
 constexpr size_t kMaxTensorSpan = (size_t)1 << 47;
 
 // A 2-D ggml tensor {ne0, ne1} (or {ne0, >= ne1} unless exact_ne1) of an accepted type
-// (weight: F32, F16, BF16, Q8_0, Q4_K, Q6_K; else F32, F16, BF16) with contiguous rows, data
+// (weight: kWeightTypeList of numeric.cuh; else F32, F16, BF16) with contiguous rows, data
 // not NULL, its span at most kMaxTensorSpan and data + span inside the address space.
 Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_t ne0, int64_t ne1_min,
                     bool exact_ne1);

@@ -1,5 +1,6 @@
-// Q4_K / Q6_K weights widened to BF16 at plan creation (the kernels and the reference read
-// F32, F16, BF16 and Q8_0 as stored); the buffers live as long as the plan.
+// Weights of the block types but Q8_0 (Q4_0 .. Q5_1, Q2_K .. Q6_K) widened to BF16 at plan
+// creation (the kernels and the reference read F32, F16, BF16 and Q8_0 as stored); the
+// buffers live as long as the plan.
 #pragma once
 
 #include <stdint.h>
@@ -18,12 +19,12 @@ struct WidenedWeights {
   ~WidenedWeights();
 };
 
-// Rewrites *t, when it is Q4_K or Q6_K, to a BF16 copy kept in *keep (on `device` when
-// on_device); other types are left as they are.
-Status widen_kquant_tensor(dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep);
+// Rewrites *t, when its type is one of those (is_widened_type), to a BF16 copy kept in *keep
+// (on `device` when on_device); other types are left as they are.
+Status widen_weight_tensor(dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep);
 
-// Rewrites the K-quant tensors of desc to BF16 copies kept in *keep (device copies when
+// Rewrites the tensors of desc of those types to BF16 copies kept in *keep (device copies when
 // on_device, the description's tensors then being device memory).
-Status widen_kquant_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep);
+Status widen_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep);
 
 }  // namespace dfsel

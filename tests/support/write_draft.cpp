@@ -5,7 +5,7 @@
 //                         [--codebook-type T] [--hidden-type T] [--version 2|3]
 //                         [--alignment A] [--logit-scale M] [--softcap C] [--seed S]
 //                         [--row-period P] [--every-value-type] [--other-tensors]
-// T is f32, f16, bf16, q8_0, q4_k or q6_k. --row-period P repeats codebook rows with period P,
+// T is f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k. --row-period P repeats codebook rows with period P,
 // which makes drafts of a large vocabulary quick to write.
 //
 // fuzz/corpus/gguf/ was written with:
@@ -35,7 +35,8 @@ int usage() {
                "       [--codebook-type T] [--hidden-type T] [--version 2|3] [--alignment A]\n"
                "       [--logit-scale M] [--softcap C] [--seed S] [--row-period P]\n"
                "       [--every-value-type] [--other-tensors]\n"
-               "T: f32, f16, bf16, q8_0, q4_k, q6_k\n");
+               "T: %s\n",
+               dfsel::test::kDraftTypes);
   return 2;
 }
 
@@ -48,7 +49,7 @@ bool parse_flag(const std::string& a, const char* v, dfsel::test::DraftOptions* 
   bool ok = true;
   if (a == "--codebook-type" || a == "--hidden-type") {
     if (dfsel::test::parse_draft_type(v, a == "--codebook-type" ? &o->codebook_type : &o->hidden_type)) return true;
-    *err = a + " is f32, f16, bf16, q8_0, q4_k or q6_k, not '" + v + "'";
+    *err = dfsel::test::draft_type_error(a, v);
     return false;
   }
   if (a == "--vocab") ok = parse_int(a, v, 1, kI32, &n, err), o->n_vocab = n;
