@@ -9,6 +9,8 @@
 //                               --no-anchor-drafting
 //   dspark_q4_k.gguf            --vocab 8 --rank 256 --w1-type bf16 --w2-type q4_k --embd 256 --conf-type q6_k
 //                               --block 3 --d2t-i32 --target-vocab 12
+//   dspark_q5_1.gguf            --vocab 16 --rank 96 --w1-type q5_1 --w2-type q4_0 --embd 32 --conf-type q5_0
+//                               --block 4
 #include <cstdio>
 #include <new>
 #include <string>
