@@ -119,23 +119,16 @@ float pick_float(FuzzedDataProvider& in, float lo, float hi, std::initializer_li
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-size_t elem_bytes(int t) {
-  switch (t) {
-    case DFSEL_TYPE_F32: return 4;
-    case DFSEL_TYPE_F16:
-    case DFSEL_TYPE_BF16: return 2;
-    case DFSEL_TYPE_Q8_0: return sizeof(dfsel::BlockQ8_0);
-    case DFSEL_TYPE_Q4_K: return dfsel::kQ4KBytes;
-    case DFSEL_TYPE_Q6_K: return dfsel::kQ6KBytes;
-  }
-  return 1;
-}
+// Whether t is a dfsel_type (every one may hold weights).
+bool is_type_id(int t) { return t >= 0 && t <= DFSEL_TYPE_BF16 && dfsel::is_weight_type(dfsel_type(t)); }
+
+size_t elem_bytes(int t) { return is_type_id(t) ? dfsel::type_block_bytes(dfsel_type(t)) : 1; }
 
 // Fills a buffer: raw bytes (NaN, infinities and denormals included) or moderate values.
 void fill(uint8_t* p, size_t n, int t, bool raw, uint64_t seed) {
   if (raw || (t != DFSEL_TYPE_F32 && t != DFSEL_TYPE_F16 && t != DFSEL_TYPE_BF16)) {
     for (size_t i = 0; i < n; ++i) p[i] = uint8_t(mix(&seed));
-    if (t == DFSEL_TYPE_Q8_0 || t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K)
+    if (t != DFSEL_TYPE_F32 && t != DFSEL_TYPE_F16 && t != DFSEL_TYPE_BF16)
       for (size_t i = 1; i < n; i += 2) p[i] &= 0x3b;  // keep most f16 scales finite
     return;
   }
@@ -162,10 +155,10 @@ unsigned __int128 row_bytes_exact(int t, int64_t n) {
     case DFSEL_TYPE_F16:
     case DFSEL_TYPE_BF16: return u128(n) * 2;
     case DFSEL_TYPE_Q8_0: return u128(n / dfsel::kQ8Block) * sizeof(dfsel::BlockQ8_0);
-    case DFSEL_TYPE_Q4_K: return u128(n / dfsel::kQKBlock) * dfsel::kQ4KBytes;
-    case DFSEL_TYPE_Q6_K: return u128(n / dfsel::kQKBlock) * dfsel::kQ6KBytes;
   }
-  return 0;
+  if (!is_type_id(t)) return 0;
+  const dfsel::WidenedBlock b = dfsel::widened_block(dfsel_type(t));
+  return u128(n / b.elems) * unsigned(b.bytes);
 }
 
 int64_t plus(int64_t a, int64_t b) {
@@ -191,10 +184,12 @@ dfsel_tensor make_tensor(FuzzedDataProvider& in, Arena& arena, const Claim& c, c
     type = load_int(prefer->type);
   else if (type_choice < 15)
     type = c.weight ? in.PickValueInArray({DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0,
-                                           DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K})
+                                           DFSEL_TYPE_Q4_0, DFSEL_TYPE_Q4_1, DFSEL_TYPE_Q5_0, DFSEL_TYPE_Q5_1,
+                                           DFSEL_TYPE_Q2_K, DFSEL_TYPE_Q3_K, DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q5_K,
+                                           DFSEL_TYPE_Q6_K})
                     : in.PickValueInArray({DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16});
   else
-    type = in.PickValueInArray({2, 7, 13, 29, 31, 77, -1, 1 << 20, 8, 12, 14});
+    type = in.PickValueInArray({4, 9, 16, 20, 29, 31, 77, -1, 1 << 20, 2, 8, 12, 13, 14});  // ggml's, retired, none
   store_int(&t.type, type);
   const int64_t ne0 = c.ne0 > 0 ? c.ne0 : in.ConsumeIntegralInRange<int64_t>(1, 64);
   const int64_t ne1 = c.ne1 > 0 ? c.ne1 : in.ConsumeIntegralInRange<int64_t>(1, 64);
@@ -238,7 +233,7 @@ dfsel_tensor make_tensor(FuzzedDataProvider& in, Arena& arena, const Claim& c, c
   }
   // Too large to back: make the claim one the API must refuse, over a few bytes.
   switch (in.ConsumeIntegralInRange<int>(0, 2)) {
-    case 0: store_int(&t.type, 7); break;
+    case 0: store_int(&t.type, 20); break;  // IQ4_NL, which dfsel does not read
     case 1: t.nb[0] = elem_bytes(type) + 1; break;
     default: t.ne[2] = 2; break;
   }

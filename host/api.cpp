@@ -35,7 +35,14 @@ const char* dfsel_type_name(dfsel_type type) {
     case DFSEL_TYPE_F16: return "F16";
     case DFSEL_TYPE_BF16: return "BF16";
     case DFSEL_TYPE_Q8_0: return "Q8_0";
+    case DFSEL_TYPE_Q4_0: return "Q4_0";
+    case DFSEL_TYPE_Q4_1: return "Q4_1";
+    case DFSEL_TYPE_Q5_0: return "Q5_0";
+    case DFSEL_TYPE_Q5_1: return "Q5_1";
+    case DFSEL_TYPE_Q2_K: return "Q2_K";
+    case DFSEL_TYPE_Q3_K: return "Q3_K";
     case DFSEL_TYPE_Q4_K: return "Q4_K";
+    case DFSEL_TYPE_Q5_K: return "Q5_K";
     case DFSEL_TYPE_Q6_K: return "Q6_K";
   }
   return "unknown type";

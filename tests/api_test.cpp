@@ -196,13 +196,19 @@ TEST(Api, BadConfig) {
 TEST(Api, UnsupportedTypesAndBackends) {
   {
     Fixture f;
-    f.desc.e_prev.type = (dfsel_type)6;  // ggml's Q5_0
-    expect_create_fails(f, DFSEL_UNSUPPORTED, {"e_prev.type = 6"});
+    f.desc.e_prev.type = (dfsel_type)16;  // ggml's IQ2_XXS: named, and the types read listed
+    expect_create_fails(f, DFSEL_UNSUPPORTED, {"e_prev.type = 16 (iq2_xxs)", "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K"});
   }
   {
     Fixture f;  // K-quants need rows of whole 256-value super-blocks
     f.desc.e_prev.type = f.desc.e_next.type = DFSEL_TYPE_Q4_K;
-    expect_create_fails(f, DFSEL_INVALID_ARGUMENT, {"e_prev is Q4_K", "ne[0] = 32"});
+    expect_create_fails(f, DFSEL_INVALID_ARGUMENT, {"e_prev is Q4_K", "ne[0] = 32", "multiple of 256"});
+  }
+  {
+    Fixture f;  // and Q4_0 .. Q5_1 of whole 32-value blocks
+    f.desc.w_h.type = DFSEL_TYPE_Q5_1;
+    f.desc.config.n_embd = f.desc.w_h.ne[0] = 48;
+    expect_create_fails(f, DFSEL_INVALID_ARGUMENT, {"w_h is Q5_1", "ne[0] = 48", "multiple of 32"});
   }
   {
     Fixture f;

@@ -72,7 +72,7 @@ TEST(DSparkApi, BadDescriptionsAreRefusedWithTheirValue) {
       {{"w1 missing", DFSEL_INVALID_ARGUMENT, {"w1.data is NULL"}}, [](auto& d) { d.w1.data = nullptr; }},
       {{"w1 rows", DFSEL_INVALID_ARGUMENT, {"w1.ne[1] = 199", "expected 200"}}, [](auto& d) { d.w1.ne[1] = 199; }},
       {{"w2 width", DFSEL_INVALID_ARGUMENT, {"w2.ne[0] = 31", "expected 32"}}, [](auto& d) { d.w2.ne[0] = 31; }},
-      {{"w2 type", DFSEL_UNSUPPORTED, {"w2.type = 2"}}, [](auto& d) { d.w2.type = (dfsel_type)2; }},
+      {{"w2 type", DFSEL_UNSUPPORTED, {"w2.type = 23 (iq4_xs)", "Q5_K or Q6_K"}}, [](auto& d) { d.w2.type = (dfsel_type)23; }},
       {{"w2 stride", DFSEL_INVALID_ARGUMENT, {"w2.nb[1] = 4"}}, [](auto& d) { d.w2.nb[1] = 4; }},
       {{"scale type", DFSEL_UNSUPPORTED, {"w2_scale.type = 1"}}, [](auto& d) { d.w2_scale.type = DFSEL_TYPE_F16; }},
       {{"scale rows", DFSEL_INVALID_ARGUMENT, {"w2_scale.ne[0] = 7"}}, [](auto& d) { d.w2_scale.ne[0] = 7; }},

@@ -11,9 +11,10 @@
 #include <vector>
 
 #include "dfsel/dspark.h"
-#include "host/gguf/kquant.h"
+#include "host/gguf/dequant.h"
 #include "host/reference/dspark_reference.h"
 #include "kernels/common/numeric.cuh"
+#include "support/block_types.h"
 #include "support/dspark_draft.h"
 #include "support/gguf_writer.h"
 #include "support/problem.h"
@@ -44,7 +45,7 @@ std::string write(const TempDir& dir, const DSparkDraftOptions& o, const char* n
   return path;
 }
 
-// Row r of a view as floats, and what the writer stored there (K-quants widened to BF16).
+// Row r of a view as floats, and what the writer stored there (block types but Q8_0 widened to BF16).
 std::vector<float> view_row(const dfsel_tensor& t, int64_t r) {
   std::vector<float> x((size_t)t.ne[0]);
   for (int64_t i = 0; i < t.ne[0]; ++i) x[(size_t)i] = load_elem(static_cast<const uint8_t*>(t.data) + r * t.nb[1], t.type, i);
@@ -55,7 +56,7 @@ std::vector<float> stored_row(const DSparkDraftOptions& o, int which, dfsel_type
   const std::vector<uint8_t> row = draft_rows(o.seed, which, type, ne0, r + 1);
   const uint8_t* p = row.data() + (size_t)r * row_bytes(type, ne0);
   std::vector<float> x((size_t)ne0);
-  if (is_kquant(type)) {
+  if (is_widened_type(type)) {
     std::vector<uint16_t> wide((size_t)ne0);
     gguf::widen_to_bf16(p, type, 1, ne0, row_bytes(type, ne0), wide.data());
     for (int64_t i = 0; i < ne0; ++i) x[(size_t)i] = bf16_to_float(wide[(size_t)i]);
@@ -67,14 +68,16 @@ std::vector<float> stored_row(const DSparkDraftOptions& o, int which, dfsel_type
 
 TEST(DSparkGguf, EveryTypeAndLayoutLoadsWithItsConfigAndRows) {
   TempDir dir;
-  const dfsel_type types[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0, DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K};
-  for (int i = 0; i < 6; ++i) {
+  std::vector<dfsel_type> types = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0};
+  types.insert(types.end(), kWidenedTypes.begin(), kWidenedTypes.end());
+  const int n = int(types.size());
+  for (int i = 0; i < n; ++i) {
     DSparkDraftOptions o;
     o.rank = 256;
     o.n_vocab = 40 + i;
     o.w1_type = types[i];
-    o.w2_type = types[(i + 2) % 6];
-    o.conf_type = types[(i + 4) % 6];
+    o.w2_type = types[size_t((i + 2) % n)];
+    o.conf_type = types[size_t((i + 4) % n)];
     o.n_embd = 256;
     o.conf_bias = i % 2;
     o.scale = i % 3;
@@ -184,7 +187,7 @@ TEST(DSparkGguf, InconsistentDraftsAreRefusedWithAMessage) {
   TempDir dir;
   const BadDraft cases[] = {
       {DSparkDefect::kMissingW2, DFSEL_FORMAT_ERROR, "tensor 'markov_w2.weight' is missing"},
-      {DSparkDefect::kW1Type, DFSEL_UNSUPPORTED, "'markov_w1.weight' has ggml type 2"},
+      {DSparkDefect::kW1Type, DFSEL_UNSUPPORTED, "'markov_w1.weight' has ggml type 20 (iq4_nl); dfsel reads F32"},
       {DSparkDefect::kRankMismatch, DFSEL_FORMAT_ERROR, "expected {R, V_draft} with R = 32"},
       {DSparkDefect::kVocabMismatch, DFSEL_FORMAT_ERROR, "without a d2t map"},
       {DSparkDefect::kD2tRange, DFSEL_FORMAT_ERROR, "d2t[1] = 90 is outside [0, 90)"},

@@ -1,6 +1,6 @@
-// The GGUF loader (SPEC section 6.6): round trips of every type, vocabulary-sharded loads,
-// K-quant dequantisation against a per-element decoding of the block layouts, every broken
-// fixture, truncation at every byte, and a draft of realistic size.
+// The GGUF loader (SPEC section 6.6): round trips of every type (the widened ones against a
+// per-element decoding of the block layouts), vocabulary-sharded loads, every broken fixture,
+// truncation at every byte, and a draft of realistic size.
 #include "dfsel/gguf.h"
 #include "dfsel/dspark.h"
 
@@ -17,6 +17,7 @@
 
 #include "host/gguf/gguf.h"
 #include "kernels/common/numeric.cuh"
+#include "support/block_types.h"
 #include "support/gguf_writer.h"
 
 namespace dfsel::test {
@@ -66,43 +67,14 @@ float f16_at(const uint8_t* p) {
   return f16_to_float(h);
 }
 
-// Element i (0..255) of a Q4_K block, decoded straight from the block definition: sub-block
-// s = i / 32 has a 6-bit scale and min; quant byte 32 * (i / 64) + i % 32, low nibble for the
-// first 32 of each 64.
-float q4_k_element(const uint8_t* blk, int i) {
-  const int s = i / 32;
-  const uint8_t* k = blk + 4;
-  int sc, mn;
-  if (s < 4) {
-    sc = k[s] & 63;
-    mn = k[s + 4] & 63;
-  } else {
-    sc = (k[s + 4] & 15) | ((k[s - 4] >> 6) << 4);
-    mn = (k[s + 4] >> 4) | ((k[s] >> 6) << 4);
-  }
-  const uint8_t byte = blk[16 + 32 * (i / 64) + i % 32];
-  const int q = (i % 64) < 32 ? (byte & 15) : (byte >> 4);
-  return f16_at(blk) * float(sc) * float(q) - f16_at(blk + 2) * float(mn);
-}
-
-// Element i of a Q6_K block: half h = i / 128; within it quarter j = (i % 128) / 32 and lane
-// l = i % 32 take 4 bits from ql[64h + 32(j & 1) + l] (low nibble for j < 2), 2 bits from
-// bits 2j of qh[32h + l], and scale 8h + 2j + l / 16.
-float q6_k_element(const uint8_t* blk, int i) {
-  const int h = i / 128, j = (i % 128) / 32, l = i % 32;
-  const uint8_t lo_byte = blk[64 * h + 32 * (j & 1) + l];
-  const int lo = j < 2 ? (lo_byte & 15) : (lo_byte >> 4);
-  const int hi = (blk[128 + 32 * h + l] >> (2 * j)) & 3;
-  const int8_t sc = static_cast<int8_t>(blk[192 + 8 * h + 2 * j + l / 16]);
-  return f16_at(blk + 208) * float(sc) * float((lo | (hi << 4)) - 32);
-}
-
-// Element (row, col) of a stored tensor decoded independently of the loader.
+// Element (row, col) of a stored tensor decoded independently of the loader: a widened type
+// by its bit fields (support/block_types.h).
 float stored_element(dfsel_type t, const uint8_t* rows, int64_t ne0, int64_t row, int64_t col) {
   const uint8_t* r = rows + size_t(row) * row_bytes(t, ne0);
-  if (t == DFSEL_TYPE_Q4_K) return q4_k_element(r + size_t(col / 256) * 144, int(col % 256));
-  if (t == DFSEL_TYPE_Q6_K) return q6_k_element(r + size_t(col / 256) * 210, int(col % 256));
-  return load_elem(r, t, col);
+  if (!is_widened_type(t)) return load_elem(r, t, col);
+  const BlockKind k = block_kind(t);
+  const BlockFields f = unpack_block(t, r + size_t(col / k.elems) * size_t(k.bytes));
+  return field_value(t, f, int(col % k.elems));
 }
 
 // Bound on |x - stored(x)| for one element: half a step of the type's grid (the writer's
@@ -119,42 +91,14 @@ float quant_bound(dfsel_type t, const uint8_t* rows, int64_t ne0, int64_t row, i
       return std::fabs(x) * 0x1p-8f;
     case DFSEL_TYPE_Q8_0:
       return 0.5f * f16_at(r + size_t(col / 32) * 34) + 1e-6f;
-    case DFSEL_TYPE_Q4_K: {
-      const uint8_t* blk = r + size_t(col / 256) * 144;
-      const int s = int(col % 256) / 32;
-      const uint8_t* k = blk + 4;
-      const int sc = s < 4 ? (k[s] & 63) : ((k[s + 4] & 15) | ((k[s - 4] >> 6) << 4));
-      return 0.5f * f16_at(blk) * float(sc) * (1 + 1e-5f) + 1e-6f;
-    }
-    case DFSEL_TYPE_Q6_K: {
-      const uint8_t* blk = r + size_t(col / 256) * 210;
-      const int i = int(col % 256), h = i / 128, j = (i % 128) / 32, l = i % 32;
-      const int8_t sc = static_cast<int8_t>(blk[192 + 8 * h + 2 * j + l / 16]);
-      return 0.5f * f16_at(blk + 208) * float(sc) * (1 + 1e-5f) + 1e-6f;
+    default: {
+      const BlockKind k = block_kind(t);
+      const BlockFields f = unpack_block(t, r + size_t(col / k.elems) * size_t(k.bytes));
+      const float step = f16_to_float(f.d) * float(f.scale[int(col % k.elems) / k.sub]);
+      return 0.5f * std::fabs(step) * (1 + 1e-5f) + 1e-6f;
     }
   }
-  return 0.0f;
 }
-
-const char* type_label(dfsel_type t) {
-  switch (t) {
-    case DFSEL_TYPE_F32:
-      return "F32";
-    case DFSEL_TYPE_F16:
-      return "F16";
-    case DFSEL_TYPE_BF16:
-      return "BF16";
-    case DFSEL_TYPE_Q8_0:
-      return "Q8_0";
-    case DFSEL_TYPE_Q4_K:
-      return "Q4_K";
-    case DFSEL_TYPE_Q6_K:
-      return "Q6_K";
-  }
-  return "?";
-}
-
-bool is_k_quant(dfsel_type t) { return t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K; }
 
 // Checks a codebook or W_h view of rows [r0, r0 + view.ne[1]) of draft tensor `which`.
 void expect_view(const Draft& d, const DraftOptions& o, int which, const dfsel_tensor& v,
@@ -164,13 +108,13 @@ void expect_view(const Draft& d, const DraftOptions& o, int which, const dfsel_t
   const uint8_t* stored = d.bytes.data() + (which == 0   ? d.e_prev_at
                                             : which == 1 ? d.e_next_at
                                                          : d.w_h_at);
-  SCOPED_TRACE(std::string("tensor ") + std::to_string(which) + " " + type_label(t));
+  SCOPED_TRACE(std::string("tensor ") + std::to_string(which) + " " + dfsel_type_name(t));
   ASSERT_NE(v.data, nullptr);
   EXPECT_EQ(v.ne[0], ne0);
   EXPECT_EQ(v.ne[2], 1);
   EXPECT_EQ(v.ne[3], 1);
   const int64_t rows = v.ne[1];
-  if (is_k_quant(t)) {
+  if (is_widened_type(t)) {
     ASSERT_EQ(v.type, DFSEL_TYPE_BF16);
     EXPECT_EQ(v.nb[0], 2u);
     EXPECT_EQ(v.nb[1], size_t(ne0) * 2);
@@ -202,7 +146,7 @@ void expect_view(const Draft& d, const DraftOptions& o, int which, const dfsel_t
       const float got =
           load_elem(static_cast<const uint8_t*>(v.data) + size_t(r) * v.nb[1], v.type, c);
       float bound = quant_bound(t, stored, ne0, r0 + r, c, x);
-      if (is_k_quant(t)) bound += std::fabs(got) * 0x1p-8f;  // and the rounding to bf16
+      if (is_widened_type(t)) bound += std::fabs(got) * 0x1p-8f;  // and the rounding to bf16
       if (!(std::fabs(got - x) <= bound) && far++ < 5)
         ADD_FAILURE() << "row " << r0 + r << " col " << c << ": " << got << " vs written " << x
                       << " (bound " << bound << ")";
@@ -229,8 +173,8 @@ TEST_P(GgufRoundTrip, ConfigAndViews) {
   o.hidden_type = tc.type;
   o.version = tc.version;
   o.n_vocab = 37;
-  o.rank = is_k_quant(tc.type) ? 256 : 64;
-  o.n_embd = is_k_quant(tc.type) ? 512 : 96;
+  o.rank = is_widened_type(tc.type) ? 256 : 64;
+  o.n_embd = is_widened_type(tc.type) ? 512 : 96;
   o.top_k = 8;
   o.block_size = 16;
   o.seed = 11 + tc.type;
@@ -269,7 +213,7 @@ TEST_P(GgufRoundTrip, ShardedRows) {
   o.hidden_type = DFSEL_TYPE_F32;
   o.version = tc.version;
   o.n_vocab = 53;
-  o.rank = is_k_quant(tc.type) ? 512 : 32;
+  o.rank = is_widened_type(tc.type) ? 512 : 32;
   o.seed = 5;
   const Draft d = make_draft(o);
   const std::string path = files_.write(d);
@@ -297,15 +241,19 @@ TEST_P(GgufRoundTrip, ShardedRows) {
 }
 
 std::string type_case_name(const ::testing::TestParamInfo<TypeCase>& info) {
-  return std::string(type_label(info.param.type)) + "_v" + std::to_string(info.param.version);
+  return std::string(dfsel_type_name(info.param.type)) + "_v" + std::to_string(info.param.version);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Gguf, GgufRoundTrip,
     ::testing::Values(TypeCase{DFSEL_TYPE_F32, 3}, TypeCase{DFSEL_TYPE_F16, 3},
                       TypeCase{DFSEL_TYPE_BF16, 3}, TypeCase{DFSEL_TYPE_Q8_0, 3},
-                      TypeCase{DFSEL_TYPE_Q4_K, 3}, TypeCase{DFSEL_TYPE_Q6_K, 3},
-                      TypeCase{DFSEL_TYPE_F16, 2}, TypeCase{DFSEL_TYPE_Q8_0, 2},
+                      TypeCase{DFSEL_TYPE_Q4_0, 3}, TypeCase{DFSEL_TYPE_Q4_1, 3},
+                      TypeCase{DFSEL_TYPE_Q5_0, 3}, TypeCase{DFSEL_TYPE_Q5_1, 3},
+                      TypeCase{DFSEL_TYPE_Q2_K, 3}, TypeCase{DFSEL_TYPE_Q3_K, 3},
+                      TypeCase{DFSEL_TYPE_Q4_K, 3}, TypeCase{DFSEL_TYPE_Q5_K, 3},
+                      TypeCase{DFSEL_TYPE_Q6_K, 3}, TypeCase{DFSEL_TYPE_F16, 2},
+                      TypeCase{DFSEL_TYPE_Q8_0, 2}, TypeCase{DFSEL_TYPE_Q4_0, 2},
                       TypeCase{DFSEL_TYPE_Q4_K, 2}, TypeCase{DFSEL_TYPE_Q6_K, 2}),
     type_case_name);
 
@@ -513,20 +461,20 @@ TEST(GgufLayout, Alignments) {
   for (uint32_t alignment : {1u, 2u, 8u, 64u, 4096u})
     for (dfsel_type t : {DFSEL_TYPE_F32, DFSEL_TYPE_Q8_0, DFSEL_TYPE_BF16, DFSEL_TYPE_Q6_K})
       for (int shift = 0; shift < 4; ++shift) {
-        SCOPED_TRACE("alignment " + std::to_string(alignment) + " " + type_label(t) + " shift " +
+        SCOPED_TRACE("alignment " + std::to_string(alignment) + " " + dfsel_type_name(t) + " shift " +
                      std::to_string(shift));
         DraftOptions o;
         o.name = std::string(size_t(shift), '+') + "draft";
         o.alignment = alignment;
         o.codebook_type = t;
         o.hidden_type = DFSEL_TYPE_F32;
-        o.rank = is_k_quant(t) ? 256 : 32;
+        o.rank = is_widened_type(t) ? 256 : 32;
         o.n_vocab = 7;
         o.n_embd = 3;
         o.other_tensors = alignment < 4;  // shifts the later tensors off natural alignment
         const Draft d = make_draft(o);
         const size_t natural = t == DFSEL_TYPE_F32 ? 4 : 2;
-        misaligned += (!is_k_quant(t) && d.e_prev_at % natural != 0) + (d.w_h_at % 4 != 0);
+        misaligned += (!is_widened_type(t) && d.e_prev_at % natural != 0) + (d.w_h_at % 4 != 0);
         const Opened op = open_gguf(files.write(d), 2, 6);
         ASSERT_EQ(op.status, DFSEL_SUCCESS) << op.msg;
         dfsel_tensor e_prev, e_next, w_h;
@@ -540,49 +488,17 @@ TEST(GgufLayout, Alignments) {
   EXPECT_GT(misaligned, 0) << "the fixtures should exercise the realigned copy";
 }
 
-// ---- K-quant dequantisation ------------------------------------------------------------
-
-// Random blocks (any bytes are a valid block once d and dmin are finite): the loader's
-// dequantisation matches the per-element decoding bit for bit.
-TEST(GgufDequant, RandomBlocksMatchTheBlockDefinition) {
-  std::mt19937_64 rng(7);
-  for (dfsel_type t : {DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K}) {
-    SCOPED_TRACE(type_label(t));
-    const size_t bb = t == DFSEL_TYPE_Q4_K ? 144 : 210;
-    const int n_blocks = 64;
-    std::vector<uint8_t> blocks(bb * n_blocks);
-    for (uint8_t& b : blocks) b = uint8_t(rng());
-    for (int b = 0; b < n_blocks; ++b) {
-      const float scale = std::ldexp(1.0f, int(rng() % 20) - 16);
-      const uint16_t d = float_to_f16(scale), dmin = float_to_f16(scale * 0.5f);
-      uint8_t* blk = blocks.data() + bb * size_t(b);
-      memcpy(t == DFSEL_TYPE_Q4_K ? blk : blk + 208, &d, 2);
-      if (t == DFSEL_TYPE_Q4_K) memcpy(blk + 2, &dmin, 2);
-    }
-    std::vector<float> got(256 * size_t(n_blocks));
-    if (t == DFSEL_TYPE_Q4_K)
-      gguf::dequantize_q4_k(blocks.data(), int64_t(got.size()), got.data());
-    else
-      gguf::dequantize_q6_k(blocks.data(), int64_t(got.size()), got.data());
-    int bad = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      const uint8_t* blk = blocks.data() + bb * (i / 256);
-      const float ref =
-          t == DFSEL_TYPE_Q4_K ? q4_k_element(blk, int(i % 256)) : q6_k_element(blk, int(i % 256));
-      if (float_to_bits(got[i]) != float_to_bits(ref) && bad++ < 5)
-        ADD_FAILURE() << "element " << i << ": " << got[i] << " vs " << ref;
-    }
-    EXPECT_EQ(bad, 0);
-  }
-}
+// ---- the writer's quantisers -----------------------------------------------------------
 
 // The writer's quantisers stay within half a step of the grid they chose, and their steps are
 // not wasteful: the largest magnitude of each block needs most of the grid.
 TEST(GgufDequant, WriterQuantisersAreTight) {
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<float> u(-2.0f, 1.0f);
-  for (dfsel_type t : {DFSEL_TYPE_Q8_0, DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K}) {
-    SCOPED_TRACE(type_label(t));
+  std::vector<dfsel_type> types = kWidenedTypes;
+  types.push_back(DFSEL_TYPE_Q8_0);
+  for (dfsel_type t : types) {
+    SCOPED_TRACE(dfsel_type_name(t));
     std::vector<float> x(1024);
     for (float& v : x) v = u(rng);
     x[5] = 0.0f;
@@ -595,8 +511,10 @@ TEST(GgufDequant, WriterQuantisersAreTight) {
       ASSERT_LE(std::fabs(got - x[i]), bound) << "element " << i;
       worst = std::max(worst, double(std::fabs(got - x[i])));
     }
-    // the data spans 3: 8-bit grids land well below 3/255, 4-bit ones near 3/30
-    EXPECT_LT(worst, t == DFSEL_TYPE_Q4_K ? 0.2 : t == DFSEL_TYPE_Q6_K ? 0.06 : 0.02);
+    // The data spans 3: a grid of n levels steps by about 3 / n (with mins) or 4 / n (signed,
+    // covering [-2, 2]), and rounding stays within half a step.
+    const int levels = t == DFSEL_TYPE_Q8_0 ? 255 : block_kind(t).q.hi - block_kind(t).q.lo + 1;
+    EXPECT_LT(worst, 0.7 * 4.0 / levels);
   }
 }
 
@@ -711,7 +629,8 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenCase{"UnsupportedSelectorType",
                    Defect::kUnsupportedSelectorType,
                    DFSEL_UNSUPPORTED,
-                   {kHidden, "ggml type 2 (q4_0)"}},
+                   {kHidden, "ggml type 20 (iq4_nl)", "dfsel reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+                                                      "Q2_K, Q3_K, Q4_K, Q5_K or Q6_K"}},
         BrokenCase{
             "MissingTensor", Defect::kMissingTensor, DFSEL_FORMAT_ERROR, {kHidden, "missing"}},
         BrokenCase{"RankMismatch",

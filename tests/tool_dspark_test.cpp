@@ -54,13 +54,22 @@ TEST(ToolDSpark, ADSparkDraftRunsThroughGguf) {
   EXPECT_NE(r.output.find("V=3000 V_target=5000 R=256 N=5 (anchor row first)"), std::string::npos) << r.output;
   EXPECT_EQ(blocks_printed(r.output), 2) << r.output;
   EXPECT_NE(r.output.find("W2 Q4_K (read as BF16)"), std::string::npos) << r.output;
-  // Q6_K, and W1 in a K-quant too: each named as the file stores it.
-  const CliRun w6 = write_draft("--dspark " + path + " --vocab 3000 --rank 256 --w1-type q4_k --w2-type q6_k");
-  ASSERT_EQ(w6.status, 0) << w6.output;
-  const CliRun r6 = dfsel_cmd("--gguf " + path + " --blocks 1 --steps 1");
-  ASSERT_EQ(r6.status, 0) << r6.output;
-  EXPECT_NE(r6.output.find("markov_w1 Q4_K (read as BF16) {256, 3000}, markov_w2 Q6_K (read as BF16)"), std::string::npos)
-      << r6.output;
+  // Each type named as the file stores it: W1 in a K-quant too, what llama-quantize writes for
+  // a rank of 96 (the Q4_0 / Q5_0 family), and the other K-quants.
+  const std::pair<std::string, std::string> stored[] = {
+      {"--rank 256 --w1-type q4_k --w2-type q6_k", "markov_w1 Q4_K (read as BF16) {256, 3000}, markov_w2 Q6_K (read as BF16)"},
+      {"--rank 96 --embd 32 --w1-type q4_0 --w2-type q5_1 --conf-type q5_0",
+       "markov_w1 Q4_0 (read as BF16) {96, 3000}, markov_w2 Q5_1 (read as BF16)"},
+      {"--rank 256 --embd 256 --w1-type q2_k --w2-type q3_k --conf-type q5_k",
+       "markov_w1 Q2_K (read as BF16) {256, 3000}, markov_w2 Q3_K (read as BF16)"},
+  };
+  for (const auto& [args, line] : stored) {
+    const CliRun wq = write_draft("--dspark " + path + " --vocab 3000 " + args);
+    ASSERT_EQ(wq.status, 0) << args << ":\n" << wq.output;
+    const CliRun rq = dfsel_cmd("--gguf " + path + " --blocks 1 --steps 1");
+    ASSERT_EQ(rq.status, 0) << args << ":\n" << rq.output;
+    EXPECT_NE(rq.output.find(line), std::string::npos) << rq.output;
+  }
   const CliRun sized = dfsel_cmd("--gguf " + path + " --vocab 100");
   EXPECT_EQ(sized.status, 2) << sized.output;
   EXPECT_NE(sized.output.find("--vocab cannot be combined with --gguf"), std::string::npos) << sized.output;
@@ -146,7 +155,8 @@ TEST(ToolDSpark, WriteDraftRefusesDraftsTheReaderRejects) {
       {"--vocab 5000000000", "--vocab = 5000000000 is outside [1, 2147483647]"},
       {"--seed -1", "--seed takes a whole number >= 0"},
       {"--scale 3", "--scale = 3 is outside [0, 2]"},
-      {"--w1-type q5_k", "--w1-type is f32, f16, bf16, q8_0, q4_k or q6_k, not 'q5_k'"},
+      {"--w1-type iq4_nl", "--w1-type is f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k, "
+                           "not 'iq4_nl'"},
       {"--vocab", "--vocab needs a value"},
       // Written, then judged by the reader and the library as dfsel would, and removed.
       {"--vocab 64 --rank 2048", "not written: dfsel would refuse this draft: --rank = 2048 must be in [1, 1024]"},

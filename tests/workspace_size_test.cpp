@@ -49,7 +49,7 @@ std::vector<uint8_t> quantized(dfsel_type t, const std::vector<uint8_t>& f32, in
 
 // The data of c, whose codebooks and W_h are of type c.cb_t (K-quants quantised from F32).
 Data data_of(const Case& c, uint64_t seed) {
-  if (!is_kquant(c.cb_t)) return make_data(c, seed);
+  if (!is_widened_type(c.cb_t)) return make_data(c, seed);
   Case f = c;
   f.cb_t = f.wh_t = DFSEL_TYPE_F32;
   Data d = make_data(f, seed);

@@ -124,7 +124,7 @@ bool load_draft(DSparkProblem* p, dfsel_gguf** g, dfsel_dspark_plan_desc* full, 
     *err = dfsel_gguf_last_error(*g);
     return false;
   }
-  // The view widens K-quant weights to BF16; the draft's own types are the file's.
+  // The view widens block-type weights (but Q8_0) to BF16; the draft's own types are the file's.
   const std::string w1_type = stored_type(*g, "markov_w1.weight", full->w1.type);
   p->stored_weight_type = stored_type(*g, "markov_w2.weight", full->w2.type);
   if (log) {

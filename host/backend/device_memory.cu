@@ -1,4 +1,4 @@
-// The device copies of plan creation (device_memory.h): K-quant rows read to the host and their
+// The device copies of plan creation (device_memory.h): quantised rows read to the host and their
 // BF16 copies uploaded and released, a CUDA DSpark plan's d2t read to be checked, and where a
 // CUDA plan's weights live. They are CUDA runtime calls, so
 // they are compiled with the CUDA backend; the widening itself is host/plan/widen_weights.cpp,

@@ -20,8 +20,8 @@ using dfsel::Status;
 using dfsel::fail;
 
 struct dfsel_ggml_op {
-  dfsel_plan_desc desc{};           // as the plans got it: CPU, one thread, K-quants widened
-  std::vector<std::vector<uint16_t>> widened;  // BF16 copies of K-quant weights, shared by the plans
+  dfsel_plan_desc desc{};           // as the plans got it: CPU, one thread, block types widened
+  std::vector<std::vector<uint16_t>> widened;  // BF16 copies of block-type weights, shared by the plans
   std::vector<dfsel_plan*> plans;   // plan i runs on ggml's thread ith = i
   std::vector<std::vector<int32_t>> path, n_emitted;  // each plan's walk (not part of the node's output)
   std::mutex mu;                    // guards the two below, written only on a failure
@@ -46,12 +46,13 @@ void copy_msg(const Status& s, char* msg, size_t len) {
   if (msg && len) std::snprintf(msg, len, "%s", s.msg.c_str());
 }
 
-// A Q4_K / Q6_K weight widened to BF16 once for every plan, by ggml's own decoder and
-// round-to-nearest-even conversion: bit for bit what each plan would widen it to itself
-// (tests/ggml: dfsel's decoders are ggml's to_float, its rounding ggml's), at 1/P the memory.
+// A weight of a block type other than Q8_0 (the types a plan widens) widened to BF16 once for
+// every plan, by ggml's own decoder and round-to-nearest-even conversion: bit for bit what
+// each plan would widen it to itself (tests/ggml: dfsel's decoders are ggml's to_float, its
+// rounding ggml's), at 1/P the memory.
 // The op uses dfsel's public API only, so it links against a shared libdfsel too.
-void widen_kquant(dfsel_tensor* t, std::vector<std::vector<uint16_t>>* keep) {
-  if (t->type != DFSEL_TYPE_Q4_K && t->type != DFSEL_TYPE_Q6_K) return;
+void widen_block_type(dfsel_tensor* t, std::vector<std::vector<uint16_t>>* keep) {
+  if (ggml_blck_size((ggml_type)t->type) == 1 || t->type == DFSEL_TYPE_Q8_0) return;
   const int64_t cols = t->ne[0], rows = t->ne[1];
   std::vector<uint16_t>& out = keep->emplace_back((size_t)(rows * cols));
   std::vector<float> row((size_t)cols);
@@ -89,7 +90,7 @@ Status create(const dfsel_plan_desc* in, dfsel_ggml_op* op) {
   char msg[512] = "";
   const dfsel_status vs = dfsel_workspace_size(&d, &bytes, msg, sizeof msg);  // validates d
   if (vs != DFSEL_SUCCESS) return Status{vs, msg};
-  for (dfsel_tensor* w : {&d.e_prev, &d.e_next, &d.w_h}) widen_kquant(w, &op->widened);
+  for (dfsel_tensor* w : {&d.e_prev, &d.e_next, &d.w_h}) widen_block_type(w, &op->widened);
   int64_t n = in->n_threads > 0 ? in->n_threads : (int64_t)std::max(1u, std::thread::hardware_concurrency());
   n = std::min<int64_t>(n, d.config.max_blocks);  // a thread without a block has nothing to do
   const size_t L = (size_t)d.config.block_size - 1;

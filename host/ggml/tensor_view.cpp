@@ -16,8 +16,9 @@ namespace {
 
 bool dfsel_reads(ggml_type t) {
   switch (t) {
-    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
-    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+    case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
       return true;
     default:
       return false;
@@ -29,7 +30,11 @@ bool is_block_type(ggml_type t) { return ggml_blck_size(t) > 1; }
 // The view passes ggml's type ids on as dfsel_type: they must be the same numbers.
 static_assert(GGML_TYPE_F32 == (int)DFSEL_TYPE_F32 && GGML_TYPE_F16 == (int)DFSEL_TYPE_F16 &&
                   GGML_TYPE_BF16 == (int)DFSEL_TYPE_BF16 && GGML_TYPE_Q8_0 == (int)DFSEL_TYPE_Q8_0 &&
-                  GGML_TYPE_Q4_K == (int)DFSEL_TYPE_Q4_K && GGML_TYPE_Q6_K == (int)DFSEL_TYPE_Q6_K,
+                  GGML_TYPE_Q4_0 == (int)DFSEL_TYPE_Q4_0 && GGML_TYPE_Q4_1 == (int)DFSEL_TYPE_Q4_1 &&
+                  GGML_TYPE_Q5_0 == (int)DFSEL_TYPE_Q5_0 && GGML_TYPE_Q5_1 == (int)DFSEL_TYPE_Q5_1 &&
+                  GGML_TYPE_Q2_K == (int)DFSEL_TYPE_Q2_K && GGML_TYPE_Q3_K == (int)DFSEL_TYPE_Q3_K &&
+                  GGML_TYPE_Q4_K == (int)DFSEL_TYPE_Q4_K && GGML_TYPE_Q5_K == (int)DFSEL_TYPE_Q5_K &&
+                  GGML_TYPE_Q6_K == (int)DFSEL_TYPE_Q6_K,
               "ggml's type ids are dfsel_type's");
 
 }  // namespace
@@ -48,7 +53,8 @@ Status check_layout(const ggml_tensor* t) {
   }
   if (!dfsel_reads(t->type)) {
     return fail(DFSEL_UNSUPPORTED,
-                "tensor %s: ggml type %s (%d) is not read by dfsel (f32, f16, bf16, q8_0, q4_K, q6_K)",
+                "tensor %s: ggml type %s (%d) is not read by dfsel (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                "q5_1, q2_K, q3_K, q4_K, q5_K, q6_K)",
                 nm, ggml_type_name(t->type), (int)t->type);
   }
   if (t->ne[2] != 1 || t->ne[3] != 1) {
@@ -80,7 +86,7 @@ Status check_layout(const ggml_tensor* t) {
                 t->nb[1], row);
   }
   // Rows start where an element can be read: float rows on their element, Q8_0 rows (f16
-  // scales) on even bytes, K-quant rows anywhere (they are widened byte by byte).
+  // scales) on even bytes, the other block types anywhere (they are widened byte by byte).
   const size_t row_align = !is_block_type(t->type) ? elem : t->type == GGML_TYPE_Q8_0 ? 2 : 1;
   if (t->ne[1] > 1 && t->nb[1] % row_align != 0) {
     return fail(DFSEL_INVALID_ARGUMENT, "tensor %s: nb[1] = %zu is not a multiple of %zu bytes (%s rows)", nm,

@@ -35,9 +35,9 @@ bool type_layout(uint32_t ggml_type, TypeLayout* out) {
       {32, 36, "q8_1"},                       // 9
       {256, 84, "q2_K"},                      // 10
       {256, 110, "q3_K"},                     // 11
-      {kQKBlock, kQ4KBytes, "q4_K"},          // 12
+      {kQKBlock, 144, "q4_K"},                // 12
       {256, 176, "q5_K"},                     // 13
-      {kQKBlock, kQ6KBytes, "q6_K"},          // 14
+      {kQKBlock, 210, "q6_K"},                // 14
       {256, 292, "q8_K"},                     // 15
       {256, 66, "iq2_xxs"},                   // 16
       {256, 74, "iq2_xs"},                    // 17
@@ -63,6 +63,9 @@ bool type_layout(uint32_t ggml_type, TypeLayout* out) {
       {0, 0, nullptr},                        // 37
       {0, 0, nullptr},                        // 38
       {32, 17, "mxfp4"},                      // 39
+      {64, 36, "nvfp4"},                      // 40
+      {128, 18, "q1_0"},                      // 41
+      {64, 18, "q2_0"},                       // 42
   };
   if (ggml_type >= sizeof(kLayouts) / sizeof(kLayouts[0]) || kLayouts[ggml_type].name == nullptr)
     return false;

@@ -10,7 +10,6 @@
 
 #include "host/gguf/gguf_format.h"
 #include "kernels/common/numeric.cuh"
-#include "host/gguf/kquant.h"
 
 namespace dfsel::gguf {
 

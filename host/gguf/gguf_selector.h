@@ -1,5 +1,5 @@
 // The DFlash2 selector view of a parsed draft (SPEC section 6.6): the three selector tensors
-// as dfsel_tensor views, K-quants dequantised into BF16 buffers the Selector owns.
+// as dfsel_tensor views, block types dequantised into BF16 buffers the Selector owns.
 #pragma once
 
 #include <stdint.h>
@@ -14,8 +14,8 @@ namespace dfsel::gguf {
 
 // The DFlash2 selector of a draft (SPEC section 6.6), for the vocabulary rows
 // [v_begin, v_end) of the codebooks. F32, F16, BF16 and Q8_0 tensors are views into the
-// file's mapping (the File must outlive the Selector); Q4_K and Q6_K are dequantised into
-// BF16 buffers the Selector owns.
+// file's mapping (the File must outlive the Selector); the other block types (Q4_0 .. Q5_1,
+// Q2_K .. Q6_K) are dequantised into BF16 buffers the Selector owns.
 class Selector {
  public:
   Selector() = default;

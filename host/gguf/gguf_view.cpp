@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "host/gguf/gguf_format.h"
-#include "host/gguf/kquant.h"
+#include "host/gguf/dequant.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel::gguf {
@@ -46,10 +46,7 @@ Status optional_float(const File& f, const char* key, double* out) {
   return Status::success();
 }
 
-bool weight_type(uint32_t t) {
-  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16 ||
-         t == DFSEL_TYPE_Q8_0 || t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K;
-}
+bool weight_type(uint32_t t) { return t <= uint32_t(DFSEL_TYPE_BF16) && is_weight_type(dfsel_type(t)); }
 
 Status find_weight_tensor(const File& f, const char* name, const TensorInfo** out) {
   const TensorInfo* t = f.find_tensor(name);
@@ -58,8 +55,8 @@ Status find_weight_tensor(const File& f, const char* name, const TensorInfo** ou
     TypeLayout lay;
     type_layout(t->type, &lay);  // parsing accepted known types only
     return Status{DFSEL_UNSUPPORTED,
-                  cat("tensor '", name, "' has ggml type ", t->type, " (", lay.name,
-                      "); dfsel reads f32, f16, bf16, q8_0, q4_K and q6_K")};
+                  cat("tensor '", name, "' has ggml type ", t->type, " (", lay.name, "); dfsel reads ",
+                      kWeightTypeList)};
   }
   if (t->ne[2] != 1 || t->ne[3] != 1)
     return format_error(cat("tensor '", name, "' has shape ", shape_string(t->ne, t->n_dims),
@@ -79,9 +76,9 @@ void view_rows(const File& f, const TensorInfo& t, int64_t r0, int64_t r1,
   const size_t src_row = size_t(n / lay.block_elems) * lay.block_bytes;
   const uint8_t* src = f.tensor_data(t) + size_t(r0) * src_row;
   *v = dfsel_tensor{};
-  if (t.type == DFSEL_TYPE_Q4_K || t.type == DFSEL_TYPE_Q6_K) {
+  if (is_widened_type(dfsel_type(t.type))) {
     owned->resize(size_t(rows) * size_t(n));
-    widen_to_bf16(src, int(t.type), rows, n, src_row, owned->data());
+    widen_to_bf16(src, dfsel_type(t.type), rows, n, src_row, owned->data());
     v->data = owned->data();
     v->type = DFSEL_TYPE_BF16;
     v->nb[0] = 2;

@@ -29,7 +29,7 @@ bool weight_type(uint32_t t);
 Status find_weight_tensor(const File& f, const char* name, const TensorInfo** out);
 
 // Rows [r0, r1) of a two-dimensional tensor as a view: into the file where the stored type is
-// read directly and the data is aligned for it, else into *owned (K-quants widened to BF16;
+// read directly and the data is aligned for it, else into *owned (block types but Q8_0 widened to BF16;
 // copy: every type copied, so that the File may let its mapping go).
 void view_rows(const File& f, const TensorInfo& t, int64_t r0, int64_t r1, std::vector<uint16_t>* owned, dfsel_tensor* v,
                bool copy);

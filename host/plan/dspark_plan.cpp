@@ -31,7 +31,7 @@ Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan)
   plan->desc.backend = kind;
   dfsel_dspark_plan_desc& d = plan->desc;
   const bool on_device = kind == DFSEL_BACKEND_CUDA;
-  if (on_device) {  // before widening, which reads K-quant weights from the device
+  if (on_device) {  // before widening, which reads quantised weights from the device
     DFSEL_TRY(check_device_readable(d.w1.data, d.device, "w1.data"));
     DFSEL_TRY(check_device_readable(d.w2.data, d.device, "w2.data"));
     if (d.w2_scale.data) DFSEL_TRY(check_device_readable(d.w2_scale.data, d.device, "w2_scale.data"));
@@ -39,11 +39,11 @@ Status create_local(const dfsel_dspark_plan_desc* desc, dfsel_dspark_plan* plan)
     if (d.d2t) DFSEL_TRY(check_device_readable(d.d2t, d.device, "d2t"));
     if (d.workspace) DFSEL_TRY(check_device_readable(d.workspace, d.device, "workspace"));
   }
-  if (is_kquant(d.w1.type) || is_kquant(d.w2.type) || (d.conf_w.data && is_kquant(d.conf_w.type))) {
+  if (is_widened_type(d.w1.type) || is_widened_type(d.w2.type) || (d.conf_w.data && is_widened_type(d.conf_w.type))) {
     plan->widened.reset(new WidenedWeights());
-    DFSEL_TRY(widen_kquant_tensor(&d.w1, on_device, d.device, plan->widened.get()));
-    DFSEL_TRY(widen_kquant_tensor(&d.w2, on_device, d.device, plan->widened.get()));
-    if (d.conf_w.data) DFSEL_TRY(widen_kquant_tensor(&d.conf_w, on_device, d.device, plan->widened.get()));
+    DFSEL_TRY(widen_weight_tensor(&d.w1, on_device, d.device, plan->widened.get()));
+    DFSEL_TRY(widen_weight_tensor(&d.w2, on_device, d.device, plan->widened.get()));
+    if (d.conf_w.data) DFSEL_TRY(widen_weight_tensor(&d.conf_w, on_device, d.device, plan->widened.get()));
     DFSEL_TRY(validate_dspark_desc(&d, &plan->shape));
   }
   plan->exchange = make_in_process_exchange(kind);
@@ -81,11 +81,11 @@ Status dspark_workspace_bytes(const dfsel_dspark_plan_desc* desc, size_t* bytes)
   DFSEL_TRY(validate_dspark_desc(desc, &shape));
   dfsel_backend kind = DFSEL_BACKEND_CPU;
   DFSEL_TRY(dspark_backend_kind(*desc, &kind));
-  // K-quant weights are read as the BF16 that creation widens them to (the shape's W1 rows
-  // already are: widened_type).
+  // Weights of the widened types are read as the BF16 that creation widens them to (the
+  // shape's W1 rows already are: widened_type).
   if (kind == DFSEL_BACKEND_CUDA) {
     dfsel_dspark_plan_desc d = *desc;
-    if (is_kquant(d.w2.type)) d.w2.type = DFSEL_TYPE_BF16, d.w2.nb[1] = row_bytes(DFSEL_TYPE_BF16, shape.R);
+    if (is_widened_type(d.w2.type)) d.w2.type = DFSEL_TYPE_BF16, d.w2.nb[1] = row_bytes(DFSEL_TYPE_BF16, shape.R);
     return cuda_dspark_workspace_bytes(d, shape, bytes);
   }
   // SIZE_MAX when it does not fit the address space, as dfsel_workspace_size answers; plan

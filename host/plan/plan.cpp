@@ -26,15 +26,15 @@ Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
   plan->desc = *desc;
   DFSEL_TRY(resolve_backend(desc->backend, &plan->desc.backend));
   const bool on_device = plan->desc.backend == DFSEL_BACKEND_CUDA;
-  if (on_device) {  // before widening, which reads K-quant weights from the device
+  if (on_device) {  // before widening, which reads quantised weights from the device
     DFSEL_TRY(check_device_readable(desc->e_prev.data, desc->device, "e_prev.data"));
     DFSEL_TRY(check_device_readable(desc->e_next.data, desc->device, "e_next.data"));
     DFSEL_TRY(check_device_readable(desc->w_h.data, desc->device, "w_h.data"));
     if (desc->workspace) DFSEL_TRY(check_device_readable(desc->workspace, desc->device, "workspace"));
   }
-  if (is_kquant(desc->e_prev.type) || is_kquant(desc->w_h.type)) {
+  if (is_widened_type(desc->e_prev.type) || is_widened_type(desc->w_h.type)) {
     plan->widened.reset(new WidenedWeights());
-    DFSEL_TRY(widen_kquant_weights(&plan->desc, on_device, plan->widened.get()));
+    DFSEL_TRY(widen_weights(&plan->desc, on_device, plan->widened.get()));
     DFSEL_TRY(validate_desc(&plan->desc, &plan->shape));
   }
   DFSEL_TRY(check_exchange(desc->nccl_comm, plan->desc.backend));

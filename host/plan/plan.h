@@ -35,7 +35,7 @@ struct StepScratch : GroupScratch {
 
 struct dfsel_plan {
   static constexpr dfsel::PlanKind kKind = dfsel::PlanKind::kSelector;  // host/plan/live_plans.h
-  dfsel_plan_desc desc;    // as given, with the backend resolved and K-quant weights widened
+  dfsel_plan_desc desc;    // as given, with the backend resolved and block-type weights widened
   dfsel::PlanShape shape;
   std::unique_ptr<dfsel::WidenedWeights> widened;  // outlives the backend, which reads it
   std::unique_ptr<dfsel::Backend> backend;

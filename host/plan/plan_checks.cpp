@@ -4,15 +4,22 @@
 #include <cstddef>
 #include <cstdio>
 
+#include "host/gguf/dequant.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel {
 
 namespace {
 
-bool is_type_id(int t) {
-  return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16 || t == DFSEL_TYPE_Q8_0 ||
-         t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K;
+// Every dfsel_type is a weight type.
+bool is_type_id(int t) { return t >= 0 && t <= DFSEL_TYPE_BF16 && is_weight_type((dfsel_type)t); }
+
+// A type id as messages name it: dfsel's name, or ggml's for a ggml type dfsel does not read
+// (an IQ or TQ type, say).
+const char* type_label(int t) {
+  if (is_type_id(t)) return dfsel_type_name((dfsel_type)t);
+  const char* ggml = gguf::ggml_type_label(t);
+  return ggml ? ggml : "not a dfsel_type";
 }
 
 }  // namespace
@@ -22,9 +29,8 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   if (!t.data) return fail(DFSEL_INVALID_ARGUMENT, "%s.data is NULL", name);
   const int type = enum_value(t.type);
   if (!is_type_id(type) || (weight ? !is_weight_type(t.type) : !is_float_type(t.type)))
-    return fail(DFSEL_UNSUPPORTED, "%s.type = %d (%s) is not supported here; use %s", name, type,
-                is_type_id(type) ? dfsel_type_name(t.type) : "not a dfsel_type",
-                weight ? "F32, F16, BF16, Q8_0, Q4_K or Q6_K" : "F32, F16 or BF16");
+    return fail(DFSEL_UNSUPPORTED, "%s.type = %d (%s) is not supported here; use %s", name, type, type_label(type),
+                weight ? kWeightTypeList : "F32, F16 or BF16");
   if (t.ne[0] != ne0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s.ne[0] = %" PRId64 ", expected %" PRId64, name, t.ne[0], ne0);
   if (exact_ne1 ? t.ne[1] != ne1_min : t.ne[1] < ne1_min)
@@ -37,9 +43,9 @@ Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_
   if (t.type == DFSEL_TYPE_Q8_0 && ne0 % kQ8Block != 0)
     return fail(DFSEL_INVALID_ARGUMENT, "%s is Q8_0 but ne[0] = %" PRId64 " is not a multiple of 32",
                 name, ne0);
-  if (is_kquant(t.type) && ne0 % kQKBlock != 0)
-    return fail(DFSEL_INVALID_ARGUMENT, "%s is %s but ne[0] = %" PRId64 " is not a multiple of 256", name,
-                dfsel_type_name(t.type), ne0);
+  if (is_widened_type(t.type) && ne0 % widened_block(t.type).elems != 0)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s is %s but ne[0] = %" PRId64 " is not a multiple of %d", name,
+                dfsel_type_name(t.type), ne0, widened_block(t.type).elems);
   if (t.nb[0] != type_block_bytes(t.type))
     return fail(DFSEL_INVALID_ARGUMENT, "%s.nb[0] = %zu, expected %zu for %s (rows must be contiguous)",
                 name, t.nb[0], type_block_bytes(t.type), dfsel_type_name(t.type));

@@ -46,7 +46,7 @@ Status check_rows_extent(const char* name, const char* data_suffix, const void* 
 Status check_bytes_extent(const char* name, const void* data, size_t bytes, const char* bytes_name);
 
 // A 2-D ggml tensor {ne0, ne1} (or {ne0, >= ne1} unless exact_ne1) of an accepted type
-// (weight: F32, F16, BF16, Q8_0, Q4_K, Q6_K; else F32, F16, BF16) with contiguous rows, data
+// (weight: kWeightTypeList of numeric.cuh; else F32, F16, BF16) with contiguous rows, data
 // not NULL, its span at most kMaxTensorSpan and data + span inside the address space.
 Status check_matrix(const char* name, const dfsel_tensor& t, bool weight, int64_t ne0, int64_t ne1_min,
                     bool exact_ne1);

@@ -42,7 +42,7 @@ class RunBuffers {
 };
 
 // The alignment a tensor of type t must have: its element's, or the f16 scale that starts
-// each Q8_0 and K-quant block.
+// each block of a quantised type.
 size_t element_alignment(dfsel_type t);
 
 // One call on one plan: required buffers present, every pointer aligned, and no buffer the

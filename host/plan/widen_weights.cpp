@@ -1,25 +1,25 @@
-// Q4_K and Q6_K weights (the smallest published drafts) are widened to BF16 once, when the
-// plan is created (host/gguf/kquant.h does the widening); the kernels and the reference read
-// F32, F16, BF16 and Q8_0 as stored.
+// Weights of the block types but Q8_0 (the smallest published drafts, and what llama-quantize
+// writes) are widened to BF16 once, when the plan is created (host/gguf/dequant.h does the
+// widening); the kernels and the reference read F32, F16, BF16 and Q8_0 as stored.
 #include "host/plan/widen_weights.h"
 
 #include <cstring>
 #include <vector>
 
 #include "host/backend/device_memory.h"
-#include "host/gguf/kquant.h"
+#include "host/gguf/dequant.h"
 #include "kernels/common/numeric.cuh"
 
 namespace dfsel {
 
-Status widen_kquant_tensor(dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep) {
-  if (!is_kquant(t->type)) return Status::success();
+Status widen_weight_tensor(dfsel_tensor* t, bool on_device, int device, WidenedWeights* keep) {
+  if (!is_widened_type(t->type)) return Status::success();
   const int64_t cols = t->ne[0], rows = t->ne[1];
   const size_t src_row = row_bytes(t->type, cols);
   std::vector<uint8_t> src((size_t)rows * src_row);
   const uint8_t* base = static_cast<const uint8_t*>(t->data);
   if (on_device) {
-    DFSEL_TRY(device_rows_to_host(base, t->nb[1], src_row, rows, device, src.data(), "copying K-quant weights to the host"));
+    DFSEL_TRY(device_rows_to_host(base, t->nb[1], src_row, rows, device, src.data(), "copying quantised weights to the host"));
   } else {
     for (int64_t r = 0; r < rows; ++r) std::memcpy(&src[(size_t)r * src_row], base + (size_t)r * t->nb[1], src_row);
   }
@@ -48,10 +48,10 @@ WidenedWeights::~WidenedWeights() {
   for (void* p : device) device_release(p, device_ordinal);
 }
 
-Status widen_kquant_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep) {
-  DFSEL_TRY(widen_kquant_tensor(&desc->e_prev, on_device, desc->device, keep));
-  DFSEL_TRY(widen_kquant_tensor(&desc->e_next, on_device, desc->device, keep));
-  DFSEL_TRY(widen_kquant_tensor(&desc->w_h, on_device, desc->device, keep));
+Status widen_weights(dfsel_plan_desc* desc, bool on_device, WidenedWeights* keep) {
+  DFSEL_TRY(widen_weight_tensor(&desc->e_prev, on_device, desc->device, keep));
+  DFSEL_TRY(widen_weight_tensor(&desc->e_next, on_device, desc->device, keep));
+  DFSEL_TRY(widen_weight_tensor(&desc->w_h, on_device, desc->device, keep));
   return Status::success();
 }
 

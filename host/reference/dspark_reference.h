@@ -16,7 +16,7 @@ struct ChainFault {
 };
 
 // desc describes one rank that holds [0, n_vocab) with weights of the types the kernels read
-// (F32, F16, BF16, Q8_0: K-quants widened first) and a valid description. Writes every output
+// (F32, F16, BF16, Q8_0: the other block types widened first) and a valid description. Writes every output
 // that out names. Every id it indexes W1 by is checked first: the first out of range stops
 // the run there (no row read) and is returned.
 ChainFault dspark_chain(const dfsel_dspark_plan_desc& desc, const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out);

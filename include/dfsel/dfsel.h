@@ -10,8 +10,9 @@
  *   e_prev  {R, V or V_shard}       e_next  {R, V or V_shard}      w_h {n_embd, R}
  * n_tokens = n_blocks * block_size; row 0 of every block is the anchor position and is not
  * read. Native outputs are indexed by drafted row d = b * L + (p - 1), L = block_size - 1.
- * Q8_0 tensors need ne[0] % 32 == 0, Q4_K / Q6_K (weights only, widened to BF16 at plan
- * creation) ne[0] % 256 == 0; rows are nb[1] bytes apart, a multiple of the element size.
+ * Q8_0 tensors need ne[0] % 32 == 0. The other block types (weights only, widened to BF16 at
+ * plan creation) need ne[0] a multiple of their block: 32 for Q4_0, Q4_1, Q5_0, Q5_1, 256 for
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. Rows are nb[1] bytes apart, a multiple of the element size.
  *
  * In-process groups (several plans, no NCCL communicator, dfsel_run_group): the next run of
  * the group must be ordered after this one on every plan's stream (one stream for all, or a
@@ -110,12 +111,20 @@ typedef enum dfsel_status {
   DFSEL_BUSY = 11         /* another call is using the plan at this moment (see Threads above) */
 } dfsel_status;
 
-/* Element types; the numbers are ggml's type ids. */
+/* Element types; the numbers are ggml's type ids. ggml's other types (IQ*, TQ*, MXFP4, Q8_1,
+ * Q8_K, ...) are refused (DFSEL_UNSUPPORTED, the type and the types read named). */
 typedef enum dfsel_type {
   DFSEL_TYPE_F32 = 0,
   DFSEL_TYPE_F16 = 1,
+  DFSEL_TYPE_Q4_0 = 2,
+  DFSEL_TYPE_Q4_1 = 3,
+  DFSEL_TYPE_Q5_0 = 6,
+  DFSEL_TYPE_Q5_1 = 7,
   DFSEL_TYPE_Q8_0 = 8,
+  DFSEL_TYPE_Q2_K = 10,
+  DFSEL_TYPE_Q3_K = 11,
   DFSEL_TYPE_Q4_K = 12,
+  DFSEL_TYPE_Q5_K = 13,
   DFSEL_TYPE_Q6_K = 14,
   DFSEL_TYPE_BF16 = 30
 } dfsel_type;

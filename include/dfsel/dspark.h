@@ -66,7 +66,8 @@ typedef struct dfsel_dspark_plan_desc {
   dfsel_backend backend;
   int32_t device;
   dfsel_placement placement;  /* of W1; SHARDED needs n_target_vocab == n_vocab and no d2t */
-  dfsel_tensor w1;            /* markov_w1: F32, F16, BF16, Q8_0, Q4_K, Q6_K */
+  dfsel_tensor w1;            /* markov_w1: F32, F16, BF16, Q8_0, or a block type widened to BF16
+                                 at creation (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K: dfsel.h) */
   dfsel_tensor w2;            /* markov_w2: the same types */
   dfsel_tensor w2_scale;      /* optional (data NULL): F32 {1}, or {v_end - v_begin} one per row;
                                  every value finite (read and checked at creation) */

@@ -37,7 +37,8 @@ struct ggml_tensor;
 struct ggml_context;
 
 /* The view of t: data, type, ne and nb as they are. DFSEL_UNSUPPORTED for a ggml type that
- * dfsel does not read (it reads F32, F16, BF16, Q8_0, Q4_K, Q6_K); DFSEL_INVALID_ARGUMENT for
+ * dfsel does not read (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K; not the IQ, TQ or MXFP4 types); DFSEL_INVALID_ARGUMENT for
  * a tensor of more than two dimensions, rows not contiguous along ne[0] (a transposed or
  * permuted view), ne[0] not a whole number of blocks, rows closer than one row or not a
  * multiple of the element, data NULL (not allocated yet) or misaligned. msg (may be NULL)
@@ -50,8 +51,8 @@ typedef struct dfsel_ggml_op dfsel_ggml_op;
 /* An op for graphs of one selector: desc as for dfsel_plan_create, with the CPU backend (or
  * AUTO), one shard (n_ranks 1, the whole vocabulary) and no caller workspace; the weights may
  * come from dfsel_ggml_tensor. desc->n_threads is the most ggml threads one node uses (0:
- * every core); each gets its own plan, all sharing the weights (Q4_K / Q6_K are widened to
- * BF16 once, here, by ggml's decoder: bitwise what a plan widens them to). The weights must outlive the op; the op must outlive the graphs using it,
+ * every core); each gets its own plan, all sharing the weights (the block types but Q8_0 are
+ * widened to BF16 once, here, by ggml's decoder: bitwise what a plan widens them to). The weights must outlive the op; the op must outlive the graphs using it,
  * and one graph at a time may compute its nodes (the plans keep their workspace in the op). */
 DFSEL_API dfsel_status dfsel_ggml_op_create(const dfsel_plan_desc* desc, dfsel_ggml_op** op,
                                             char* msg, size_t msg_len);

@@ -5,7 +5,9 @@
  * dflash.logit_scale and dflash.final_logit_softcapping, and the tensors
  * selector_predecessor.weight and selector_successor.weight {R, V} and selector_hidden.weight
  * {n_embd, R}. The file is memory-mapped read-only. F32, F16, BF16 and Q8_0 tensors are views
- * into the mapping; Q4_K and Q6_K are dequantised to BF16 at open. Views stay valid until
+ * into the mapping; Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K are dequantised to
+ * BF16 at open (other types, the IQ and TQ ones among them, are refused: DFSEL_UNSUPPORTED
+ * naming the tensor, its type and the types read). Views stay valid until
  * dfsel_gguf_close.
  *
  * The mapping and a file that shrinks: if the file is truncated (or rewritten shorter) while a

@@ -1,4 +1,5 @@
-// Element types read as stored (SPEC section 2.1: codebooks F32, F16, BF16, Q8_0).
+// Element types: those read as stored (SPEC section 2.1: codebooks F32, F16, BF16, Q8_0) and
+// ggml's block types that plan creation widens to BF16.
 #pragma once
 
 #include <stdint.h>
@@ -11,7 +12,6 @@ namespace dfsel {
 
 constexpr int kQ8Block = 32;  // ggml Q8_0: 32 int8 values sharing one f16 scale
 constexpr int kQKBlock = 256;  // ggml K-quants: super-blocks of 256 values
-constexpr size_t kQ4KBytes = 144, kQ6KBytes = 210;
 
 // The quiet NaN each type stores where the code makes one (no payload): float, half, bfloat16.
 constexpr uint32_t kF32NaNBits = 0x7fc00000u;
@@ -96,16 +96,38 @@ DFSEL_HD float stored_to_float(uint32_t bits) {
   else return bits_to_float(bits << 16);  // bf16_to_float
 }
 
-// Bytes of one row of n elements (n a multiple of 32 for Q8_0).
+// A block type that plan creation widens to BF16: values and bytes a block (ggml's layouts,
+// ggml-common.h); {0, 0} for any other type.
+struct WidenedBlock {
+  int elems;
+  int bytes;
+};
+DFSEL_HD WidenedBlock widened_block(dfsel_type t) {
+  switch (t) {
+    case DFSEL_TYPE_Q4_0: return {32, 18};
+    case DFSEL_TYPE_Q4_1: return {32, 20};
+    case DFSEL_TYPE_Q5_0: return {32, 22};
+    case DFSEL_TYPE_Q5_1: return {32, 24};
+    case DFSEL_TYPE_Q2_K: return {kQKBlock, 84};
+    case DFSEL_TYPE_Q3_K: return {kQKBlock, 110};
+    case DFSEL_TYPE_Q4_K: return {kQKBlock, 144};
+    case DFSEL_TYPE_Q5_K: return {kQKBlock, 176};
+    case DFSEL_TYPE_Q6_K: return {kQKBlock, 210};
+    default: return {0, 0};
+  }
+}
+
+// Bytes of one row of n elements (n a multiple of the block size for a block type).
 DFSEL_HD size_t row_bytes(dfsel_type t, int64_t n) {
   switch (t) {
     case DFSEL_TYPE_F32: return (size_t)n * 4;
     case DFSEL_TYPE_F16:
     case DFSEL_TYPE_BF16: return (size_t)n * 2;
     case DFSEL_TYPE_Q8_0: return (size_t)(n / kQ8Block) * sizeof(BlockQ8_0);
-    case DFSEL_TYPE_Q4_K: return (size_t)(n / kQKBlock) * kQ4KBytes;  // widened to BF16 at set-up
-    case DFSEL_TYPE_Q6_K: return (size_t)(n / kQKBlock) * kQ6KBytes;
-    default: return 0;
+    default: {  // a type widened to BF16 at set-up, or 0
+      const WidenedBlock b = widened_block(t);
+      return b.elems ? (size_t)(n / b.elems) * (size_t)b.bytes : 0;
+    }
   }
 }
 
@@ -116,20 +138,21 @@ DFSEL_HD size_t type_block_bytes(dfsel_type t) {
     case DFSEL_TYPE_F16:
     case DFSEL_TYPE_BF16: return 2;
     case DFSEL_TYPE_Q8_0: return sizeof(BlockQ8_0);
-    case DFSEL_TYPE_Q4_K: return kQ4KBytes;
-    case DFSEL_TYPE_Q6_K: return kQ6KBytes;
-    default: return 0;
+    default: return (size_t)widened_block(t).bytes;
   }
 }
 
 // Which types may stand where: logits and hidden states are floats; codebooks and W_h are
-// floats or Q8_0 as the kernels read them, and K-quants, which plan creation widens to BF16.
+// floats or Q8_0 as the kernels read them, and the block types plan creation widens to BF16.
 DFSEL_HD bool is_float_type(dfsel_type t) {
   return t == DFSEL_TYPE_F32 || t == DFSEL_TYPE_F16 || t == DFSEL_TYPE_BF16;
 }
-DFSEL_HD bool is_kquant(dfsel_type t) { return t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K; }
+DFSEL_HD bool is_widened_type(dfsel_type t) { return widened_block(t).elems != 0; }
 DFSEL_HD bool is_stored_weight_type(dfsel_type t) { return is_float_type(t) || t == DFSEL_TYPE_Q8_0; }
-DFSEL_HD bool is_weight_type(dfsel_type t) { return is_stored_weight_type(t) || is_kquant(t); }
+DFSEL_HD bool is_weight_type(dfsel_type t) { return is_stored_weight_type(t) || is_widened_type(t); }
+
+// The weight types, as messages list them (dfsel_type_name's spelling).
+constexpr const char* kWeightTypeList = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K";
 
 // One Q8_0 value: the block scale (f16 bits) times the quant, in float. The one definition
 // of the dequantisation; kernels that load blocks their own way convert through it.

@@ -13,15 +13,20 @@ from ._abi import Error, Status, Type
 
 CPU = ("cpu", -1)
 
-# dfsel types: (elements per block, bytes per block)
+# dfsel types: (elements per block, bytes per block). The block types but Q8_0 are widened to
+# BF16 when a plan is created.
 BLOCKS = {Type.F32: (1, 4), Type.F16: (1, 2), Type.BF16: (1, 2), Type.Q8_0: (32, 34),
-          Type.Q4_K: (256, 144), Type.Q6_K: (256, 210)}
+          Type.Q4_0: (32, 18), Type.Q4_1: (32, 20), Type.Q5_0: (32, 22), Type.Q5_1: (32, 24),
+          Type.Q2_K: (256, 84), Type.Q3_K: (256, 110), Type.Q4_K: (256, 144), Type.Q5_K: (256, 176),
+          Type.Q6_K: (256, 210)}
+FLOATS = (Type.F32, Type.F16, Type.BF16)
+WEIGHTS = tuple(BLOCKS)  # every dfsel type may hold weights
 _BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u8": 1, "i8": 1, "u16": 2, "i16": 2,
           "i64": 8, "f64": 8, "u32": 4}
 _TYPE_OF_KIND = {"f32": Type.F32, "f16": Type.F16, "bf16": Type.BF16}
 _TYPE_NAMES = {"f32": Type.F32, "float32": Type.F32, "f16": Type.F16, "float16": Type.F16,
-               "half": Type.F16, "bf16": Type.BF16, "bfloat16": Type.BF16, "q8_0": Type.Q8_0,
-               "q4_k": Type.Q4_K, "q6_k": Type.Q6_K}
+               "half": Type.F16, "bf16": Type.BF16, "bfloat16": Type.BF16}
+_TYPE_NAMES.update((t.name.lower(), t) for t in BLOCKS if BLOCKS[t][0] > 1)  # "q8_0", "q4_k", ...
 
 
 class View:
@@ -56,8 +61,9 @@ def parse_type(t, name):
         key = _kind_of_dtype(t)
     if key in _TYPE_NAMES:
         return _TYPE_NAMES[key]
-    raise Error(Status.INVALID_ARGUMENT, "%s = %r is not a dfsel type; use f32, f16, bf16, q8_0, q4_K, "
-                "q6_K or a torch / NumPy float32, float16, bfloat16 dtype" % (name, t))
+    raise Error(Status.INVALID_ARGUMENT, "%s = %r is not a dfsel type; use f32, f16, bf16, q8_0, q4_0, q4_1, "
+                "q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K or a torch / NumPy float32, float16, bfloat16 dtype"
+                % (name, t))
 
 
 def _kind_of_dtype(dt):

@@ -12,8 +12,8 @@ from ._outputs import ArraySet, _allocate, _raw_ptr, expose
 from ._owned import Owned, claimed, create, group_size
 from ._plan import _backend, _comm_handle, _placement, _unwrap
 
-_FLOATS = (Type.F32, Type.F16, Type.BF16)
-_WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
+_FLOATS = _arrays.FLOATS
+_WEIGHTS = _arrays.WEIGHTS
 FIELDS = ("tokens", "n_emitted", "draft_ids", "logits", "probs", "log_norm", "confidence")
 _KINDS = {"tokens": "i32", "n_emitted": "i32", "draft_ids": "i32", "logits": "f32", "probs": "f32", "log_norm": "f32",
           "confidence": "f32"}

@@ -11,8 +11,8 @@ from ._loader import library
 from ._owned import Owned, claimed, create, group_size
 from ._outputs import FIELDS as _OUTPUT_FIELDS, Outputs
 
-_FLOATS = (Type.F32, Type.F16, Type.BF16)
-_WEIGHTS = _FLOATS + (Type.Q8_0, Type.Q4_K, Type.Q6_K)
+_FLOATS = _arrays.FLOATS
+_WEIGHTS = _arrays.WEIGHTS
 _handles = itertools.count(1)
 registry = weakref.WeakValueDictionary()  # handle -> Plan, for torch.ops.dfsel.select
 

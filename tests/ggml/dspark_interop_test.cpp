@@ -30,7 +30,8 @@ TEST_P(GgmlDSparkWriter, DraftLoadsInDfselWithGgmlsValues) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int64_t V = 300, VT = 420, R = 256, E = 256;
+  // A rank of 96 for the 32-value blocks: what llama-quantize falls back to below 256.
+  const int64_t V = 300, VT = 420, R = ggml_blck_size(t) == 32 ? 96 : 256, E = 256;
   GgmlContext ctx(32u << 20);
   ggml_context* c = ctx.get();
   const std::vector<float> w1 = uniform(rng, (size_t)(VT * R), 1), w2 = uniform(rng, (size_t)(V * R), 1);
@@ -77,12 +78,13 @@ TEST_P(GgmlDSparkWriter, DraftLoadsInDfselWithGgmlsValues) {
   ASSERT_NE(d.w2_scale.data, nullptr);
   EXPECT_EQ(*static_cast<const float*>(d.w2_scale.data), 0.75f);
   for (int64_t v = 100; v < 250; ++v) ASSERT_EQ(d.d2t[v - 100], (v * 7 + 11) % VT);
-  // Every row as ggml decodes it (K-quants: rounded to BF16 by ggml's converter, as dfsel widens).
-  const bool kquant = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
+  // Every row as ggml decodes it (the widened types: rounded to BF16 by ggml's converter, as
+  // dfsel widens).
+  const bool widened = widened_by_dfsel(t);
   auto expect_rows = [&](const dfsel_tensor& view, const ggml_tensor* src, int64_t first) {
     for (int64_t r = 0; r < view.ne[1]; ++r) {
       std::vector<float> want = ggml_row_to_float(src, first + r);
-      if (kquant) {
+      if (widened) {
         std::vector<ggml_bf16_t> b(want.size());
         ggml_fp32_to_bf16_row(want.data(), b.data(), (int64_t)want.size());
         ggml_bf16_to_fp32_row(b.data(), want.data(), (int64_t)want.size());
@@ -98,9 +100,7 @@ TEST_P(GgmlDSparkWriter, DraftLoadsInDfselWithGgmlsValues) {
   expect_rows(d.conf_w, t_conf, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, GgmlDSparkWriter,
-                         ::testing::Values(GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
-                                           GGML_TYPE_Q6_K),
+INSTANTIATE_TEST_SUITE_P(Types, GgmlDSparkWriter, ::testing::ValuesIn(kDfselTypes),
                          [](const ::testing::TestParamInfo<ggml_type>& i) { return std::string(ggml_type_name(i.param)); });
 
 }  // namespace

@@ -32,10 +32,15 @@ TEST(GgmlTensorView, RefusesWhatDfselCannotRead) {
   GgmlContext ctx(8u << 20);
   ggml_context* c = ctx.get();
   dfsel_status s;
-  std::string msg = convert(named(ggml_new_tensor_2d(c, GGML_TYPE_Q4_0, 64, 4), "blk.q4_0"), &s);
-  EXPECT_EQ(DFSEL_UNSUPPORTED, s);
-  EXPECT_NE(std::string::npos, msg.find("'blk.q4_0'")) << msg;
-  EXPECT_NE(std::string::npos, msg.find("q4_0")) << msg;
+  // The types ggml has and dfsel does not read: named, with the types dfsel reads.
+  std::string msg;
+  for (ggml_type t : kRefusedTypes) {
+    const std::string name = std::string("blk.") + ggml_type_name(t);
+    msg = convert(named(ggml_new_tensor_2d(c, t, 256, 4), name.c_str()), &s);
+    EXPECT_EQ(DFSEL_UNSUPPORTED, s) << msg;
+    EXPECT_NE(std::string::npos, msg.find("'" + name + "': ggml type " + ggml_type_name(t))) << msg;
+    EXPECT_NE(std::string::npos, msg.find("q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K")) << msg;
+  }
   msg = convert(named(ggml_new_tensor_2d(c, GGML_TYPE_I32, 8, 4), "positions"), &s);
   EXPECT_EQ(DFSEL_UNSUPPORTED, s);
   EXPECT_NE(std::string::npos, msg.find("'positions'")) << msg;
@@ -65,7 +70,7 @@ TEST(GgmlTensorView, RefusesWhatDfselCannotRead) {
   EXPECT_NE(std::string::npos, msg.find("'unallocated' has no data")) << msg;
 
   // and what it takes: every type dfsel reads, padded rows included.
-  for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+  for (ggml_type t : kDfselTypes) {
     ggml_tensor* wide = ggml_new_tensor_2d(c, t, 512, 3);
     msg = convert(ggml_view_2d(c, wide, 256, 3, wide->nb[1], 0), &s);
     EXPECT_EQ(DFSEL_SUCCESS, s) << ggml_type_name(t) << ": " << msg;

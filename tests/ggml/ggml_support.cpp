@@ -69,4 +69,15 @@ long first_bit_diff(const float* a, const float* b, size_t n) {
   return -1;
 }
 
+const std::vector<ggml_type> kDfselTypes = {
+    GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
+    GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+
+bool widened_by_dfsel(ggml_type t) { return ggml_blck_size(t) > 1 && t != GGML_TYPE_Q8_0; }
+
+const std::vector<ggml_type> kRefusedTypes = {
+    GGML_TYPE_Q8_1,   GGML_TYPE_Q8_K,  GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ1_S,
+    GGML_TYPE_IQ4_NL, GGML_TYPE_IQ3_S, GGML_TYPE_IQ2_S,   GGML_TYPE_IQ4_XS, GGML_TYPE_IQ1_M,   GGML_TYPE_TQ1_0,
+    GGML_TYPE_TQ2_0,  GGML_TYPE_MXFP4, GGML_TYPE_NVFP4,   GGML_TYPE_Q1_0,   GGML_TYPE_Q2_0};
+
 }  // namespace dfsel::test

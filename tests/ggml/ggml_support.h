@@ -48,4 +48,12 @@ std::vector<float> ggml_row_to_float(const ggml_tensor* t, int64_t r);
 // The first index where a and b differ bit for bit, or -1.
 long first_bit_diff(const float* a, const float* b, size_t n);
 
+// The ggml types dfsel reads, and whether dfsel widens one to BF16 (every block type of them
+// but Q8_0, which it reads as stored).
+extern const std::vector<ggml_type> kDfselTypes;
+bool widened_by_dfsel(ggml_type t);
+
+// The types dfsel refuses though ggml has them: the IQ, TQ and FP4 types, Q8_1, Q8_K.
+extern const std::vector<ggml_type> kRefusedTypes;
+
 }  // namespace dfsel::test

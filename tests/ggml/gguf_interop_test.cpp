@@ -117,8 +117,8 @@ TEST_P(GgmlWriter, DraftLoadsInDfselWithTheSameMetadataAndTensors) {
   ASSERT_NE(nullptr, back.g);
   EXPECT_EQ("", compare_gguf(d.g.get(), back.g, file, back.data)) << "against ggml's reader";
 
-  // The selector views: the tensors' own bytes, or for K-quants ggml's floats rounded to BF16
-  // by ggml's converter (dfsel widens them at open).
+  // The selector views: the tensors' own bytes, or for the widened types ggml's floats rounded
+  // to BF16 by ggml's converter (dfsel widens them at open).
   dfsel_tensor v[3];
   ASSERT_EQ(DFSEL_SUCCESS, dfsel_gguf_tensors(d.g.get(), &v[0], &v[1], &v[2]));
   const ggml_tensor* src[3] = {t_ep, t_en, t_wh};
@@ -126,11 +126,11 @@ TEST_P(GgmlWriter, DraftLoadsInDfselWithTheSameMetadataAndTensors) {
     SCOPED_TRACE(ggml_get_name(src[k]));
     ASSERT_EQ(src[k]->ne[0], v[k].ne[0]);
     ASSERT_EQ(src[k]->ne[1], v[k].ne[1]);
-    const bool kquant = src[k]->type == GGML_TYPE_Q4_K || src[k]->type == GGML_TYPE_Q6_K;
-    ASSERT_EQ(kquant ? (int)GGML_TYPE_BF16 : (int)src[k]->type, (int)v[k].type);
+    const bool widened = widened_by_dfsel(src[k]->type);
+    ASSERT_EQ(widened ? (int)GGML_TYPE_BF16 : (int)src[k]->type, (int)v[k].type);
     for (int64_t r = 0; r < src[k]->ne[1]; ++r) {
       const uint8_t* got = static_cast<const uint8_t*>(v[k].data) + (size_t)r * v[k].nb[1];
-      if (!kquant) {
+      if (!widened) {
         ASSERT_EQ(0, std::memcmp(got, static_cast<const uint8_t*>(src[k]->data) + r * src[k]->nb[1],
                                  ggml_row_size(src[k]->type, src[k]->ne[0]))) << "row " << r;
         continue;
@@ -143,8 +143,7 @@ TEST_P(GgmlWriter, DraftLoadsInDfselWithTheSameMetadataAndTensors) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, GgmlWriter,
-                         ::testing::Values(GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K),
+INSTANTIATE_TEST_SUITE_P(Types, GgmlWriter, ::testing::ValuesIn(kDfselTypes.begin() + 1, kDfselTypes.end()),
                          [](const ::testing::TestParamInfo<ggml_type>& i) { return std::string(ggml_type_name(i.param)); });
 
 struct WriterCase {
@@ -190,7 +189,11 @@ INSTANTIATE_TEST_SUITE_P(
     Drafts, DfselWriter,
     ::testing::Values(WriterCase{DFSEL_TYPE_F32, 3, 32}, WriterCase{DFSEL_TYPE_F16, 3, 64},
                       WriterCase{DFSEL_TYPE_BF16, 2, 32}, WriterCase{DFSEL_TYPE_Q8_0, 3, 32},
-                      WriterCase{DFSEL_TYPE_Q4_K, 2, 64}, WriterCase{DFSEL_TYPE_Q6_K, 3, 128}),
+                      WriterCase{DFSEL_TYPE_Q4_K, 2, 64}, WriterCase{DFSEL_TYPE_Q6_K, 3, 128},
+                      WriterCase{DFSEL_TYPE_Q4_0, 3, 32}, WriterCase{DFSEL_TYPE_Q4_1, 2, 32},
+                      WriterCase{DFSEL_TYPE_Q5_0, 3, 64}, WriterCase{DFSEL_TYPE_Q5_1, 3, 32},
+                      WriterCase{DFSEL_TYPE_Q2_K, 3, 32}, WriterCase{DFSEL_TYPE_Q3_K, 2, 32},
+                      WriterCase{DFSEL_TYPE_Q5_K, 3, 32}),
     [](const ::testing::TestParamInfo<WriterCase>& i) {
       return std::string(dfsel_type_name(i.param.type)) + "_v" + std::to_string(i.param.version) + "_align" +
              std::to_string(i.param.alignment);

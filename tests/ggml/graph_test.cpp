@@ -89,10 +89,10 @@ TEST_P(GgmlGraph, NodeEqualsGgmlOpsAndThePlan) {
   ASSERT_EQ(GGML_TYPE_F32, packed->type);
   ASSERT_EQ(E, packed->ne[0]);
   ASSERT_EQ(T, packed->ne[1]);
-  // ggml's ops compute with what dfsel computes with: K-quant weights are widened to BF16
-  // (ggml's decoder, ggml's converter), the others are read as stored.
+  // ggml's ops compute with what dfsel computes with: weights of the widened types are widened
+  // to BF16 (ggml's decoder, ggml's converter), the others are read as stored.
   auto as_computed = [&](ggml_tensor* t) {
-    if (t->type != GGML_TYPE_Q4_K && t->type != GGML_TYPE_Q6_K) return t;
+    if (!widened_by_dfsel(t->type)) return t;
     std::vector<float> f;
     for (int64_t r = 0; r < t->ne[1]; ++r) {
       const std::vector<float> row = ggml_row_to_float(t, r);
@@ -153,6 +153,8 @@ const GraphCase kCases[] = {
      0, 3, 1.0f, 0.0f, 4, 4},
     {"vocab30000_kquant_weights", 30000, 512, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, 0,
      0, 256, 1.0f, 25.0f, 2, 2},
+    {"vocab20000_q4_1_q5_0_weights", 20000, 288, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
+     0, 0, 32, 1.0f, 0.0f, 2, 2},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GgmlGraph, ::testing::ValuesIn(kCases),

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "ggml_support.h"
-#include "host/gguf/kquant.h"
+#include "host/gguf/dequant.h"
 #include "kernels/common/numeric.cuh"
 #include "plan_run.h"
 #include "support/problem.h"
@@ -77,10 +77,8 @@ TEST_P(GgmlQuantised, RowsDecodeBitwiseAsGgmlToFloat) {
     ggml_get_type_traits(type)->to_float(row, want.data(), n);
     if (type == GGML_TYPE_Q8_0) {
       for (int64_t i = 0; i < n; ++i) got[(size_t)i] = load_elem(row, DFSEL_TYPE_Q8_0, i);
-    } else if (type == GGML_TYPE_Q4_K) {
-      gguf::dequantize_q4_k(row, n, got.data());
     } else {
-      gguf::dequantize_q6_k(row, n, got.data());
+      gguf::dequantize_row((dfsel_type)type, row, n, got.data());
     }
     const long at = first_bit_diff(want.data(), got.data(), (size_t)n);
     ASSERT_EQ(-1, at) << "row " << r << " element " << at << ": ggml " << want[(size_t)at] << ", dfsel "
@@ -88,7 +86,10 @@ TEST_P(GgmlQuantised, RowsDecodeBitwiseAsGgmlToFloat) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, GgmlQuantised, ::testing::Values(GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K),
+// Q8_0, read as stored, and every type dfsel widens to BF16 (what llama-quantize writes).
+INSTANTIATE_TEST_SUITE_P(Types, GgmlQuantised,
+                         ::testing::Values(GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
+                                           GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K),
                          [](const ::testing::TestParamInfo<ggml_type>& i) { return std::string(ggml_type_name(i.param)); });
 
 dfsel_tensor view_of(const ggml_tensor* t) {
@@ -139,8 +140,8 @@ TEST_P(GgmlQuantised, PlanOnGgmlBlocksGivesTheLatticeOfGgmlFloats) {
   ggml_tensor* q_ep = new_filled(c, type, R, V, ep.data(), "selector_predecessor.weight");
   ggml_tensor* q_en = new_filled(c, type, R, V, en.data(), "selector_successor.weight");
   ggml_tensor* q_wh = new_filled(c, type, E, R, wh.data(), "selector_hidden.weight");
-  // ggml's dequantised floats of the same blocks, and (for K-quants) those rounded to BF16 by
-  // ggml's converter: what dfsel's plan widens K-quants to.
+  // ggml's dequantised floats of the same blocks, and (for the widened types) those rounded to
+  // BF16 by ggml's converter: what dfsel's plan widens them to.
   auto dequant = [&](const ggml_tensor* t, ggml_type as, const char* name) {
     std::vector<float> all;
     for (int64_t r = 0; r < t->ne[1]; ++r) {
@@ -175,8 +176,9 @@ TEST_P(GgmlQuantised, PlanOnGgmlBlocksGivesTheLatticeOfGgmlFloats) {
     ASSERT_EQ(-1, first_bit_diff(on_floats.packed.data(), on_blocks.packed.data(), on_blocks.packed.size()));
     return;
   }
-  // K-quants are widened to BF16 at plan creation: bitwise the plan on ggml's floats rounded
-  // to BF16 by ggml's converter, and the plan on the floats themselves within BF16 rounding.
+  // The other block types are widened to BF16 at plan creation: bitwise the plan on ggml's
+  // floats rounded to BF16 by ggml's converter, and the plan on the floats themselves within
+  // BF16 rounding.
   io.e_prev = view_of(dequant(q_ep, GGML_TYPE_BF16, "ep bf16").first);
   io.e_next = view_of(dequant(q_en, GGML_TYPE_BF16, "en bf16").first);
   io.w_h = view_of(dequant(q_wh, GGML_TYPE_BF16, "wh bf16").first);
@@ -204,7 +206,8 @@ TEST_P(GgmlQuantised, PlanOnGgmlBlocksGivesTheLatticeOfGgmlFloats) {
       }
     }
   }
-  std::printf("K-quant plan against ggml's floats: largest score difference %.3f of the BF16 bound\n", worst);
+  std::printf("%s plan against ggml's floats: largest score difference %.3f of the BF16 bound\n",
+              ggml_type_name(type), worst);
 }
 
 }  // namespace

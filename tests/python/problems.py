@@ -3,11 +3,12 @@ package takes, their decoded floats (selector_reference.Problem), and plans for 
 import numpy as np
 
 import dfsel
-from selector_reference import Problem, from_bf16_bits, to_bf16_bits, to_q8_0
+from selector_reference import Problem, from_bf16_bits, to_bf16_bits, to_q4_0, to_q8_0
 
 
 def store(x, kind):
-    """(what the package is given, the decoded float32 values) for storage kind f32/f16/bf16/q8_0."""
+    """(what the package is given, the decoded float32 values) for storage kind
+    f32/f16/bf16/q8_0/q4_0 (Q4_0: the values widened to BF16, as plan creation does)."""
     if kind == "f32":
         return x.astype(np.float32), x.astype(np.float32)
     if kind == "f16":
@@ -16,9 +17,9 @@ def store(x, kind):
     if kind == "bf16":
         bits = to_bf16_bits(x.astype(np.float32))
         return dfsel.typed(bits, "bf16"), from_bf16_bits(bits)
-    if kind == "q8_0":
-        raw, decoded = to_q8_0(x.astype(np.float32))
-        return dfsel.typed(raw, "q8_0"), decoded
+    if kind in ("q8_0", "q4_0"):
+        raw, decoded = (to_q8_0 if kind == "q8_0" else to_q4_0)(x.astype(np.float32))
+        return dfsel.typed(raw, kind), decoded
     raise ValueError(kind)
 
 

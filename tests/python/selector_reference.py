@@ -2,7 +2,8 @@
 code with the library: candidates, unary, gate, lattice scores in float64, and the bounds of
 float32 rounding that tell a real mismatch from a near-tie.
 
-Storage helpers make the raw forms the package takes (BF16 bits, Q8_0 blocks) and decode them.
+Storage helpers make the raw forms the package takes (BF16 bits, Q8_0 and Q4_0 blocks) and
+decode them.
 """
 import numpy as np
 
@@ -39,6 +40,24 @@ def to_q8_0(x):
     raw[..., 2:] = q.view(np.uint8)
     decoded = (df[..., None] * q.astype(np.float32)).reshape(rows, n)
     return raw.reshape(rows, n // 32 * 34), decoded
+
+
+def to_q4_0(x):
+    """[rows, n] float32 (n % 32 == 0) -> (blocks [rows, n/32*18] uint8, decoded float32 as the
+    library computes with it: widened to BF16). ggml's block: f16 d, then 16 bytes; element j
+    in the low nibble of byte j, element j + 16 in its high nibble; value (nibble - 8) * d."""
+    rows, n = x.shape
+    blocks = x.reshape(rows, n // 32, 32).astype(np.float32)
+    d = (np.abs(blocks).max(axis=2) / 7.0).astype(np.float16)
+    df = d.astype(np.float32)
+    safe = np.where(df == 0, 1.0, df)
+    q = (np.clip(np.rint(blocks / safe[..., None]), -8, 7) + 8).astype(np.uint8)
+    q[df == 0] = 8
+    raw = np.empty((rows, n // 32, 18), dtype=np.uint8)
+    raw[..., 0:2] = d.reshape(rows, n // 32, 1).view(np.uint8).reshape(rows, n // 32, 2)
+    raw[..., 2:] = q[..., :16] | (q[..., 16:] << 4)
+    decoded = (df[..., None] * (q.astype(np.float32) - 8)).reshape(rows, n)
+    return raw.reshape(rows, n // 32 * 18), from_bf16_bits(to_bf16_bits(decoded))
 
 
 # -- Philox4x32-10 ------------------------------------------------------------------------------

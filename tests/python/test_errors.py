@@ -100,8 +100,8 @@ def test_plan_arguments(name, value, status, words):
 
 
 def test_bad_type_names():
-    with raises(Status.INVALID_ARGUMENT, "dtype = 'q5_0'"):
-        dfsel.typed(W["e_prev"], "q5_0")
+    with raises(Status.INVALID_ARGUMENT, "dtype = 'iq4_nl'", "q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K"):
+        dfsel.typed(W["e_prev"], "iq4_nl")
     with raises(Status.INVALID_ARGUMENT, "weight_dtype = 'int4'"):
         make(weight_dtype="int4")
     logits, hidden, anchors = inputs()

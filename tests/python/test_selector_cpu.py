@@ -1,6 +1,6 @@
 """The package on the CPU backend against the NumPy reference of SPEC sections 2 to 5, on random
 problems: 1 to 3 shards through dfsel.run_group, both placements, F32 / F16 / BF16 logits and
-hidden states, F32 / F16 / BF16 / Q8_0 weights, greedy and sampling walks, p_min, ties, masked
+hidden states, F32 / F16 / BF16 / Q8_0 / Q4_0 weights (Q4_0 widened to BF16 at creation), greedy and sampling walks, p_min, ties, masked
 rows and NaN. Candidates must be exact, unary and scores within float32 rounding, every walk
 step justified (near-ties may go either way), and every shard's outputs bitwise the same."""
 import itertools
@@ -63,7 +63,7 @@ SHAPES = [  # V, E, R, K, block_size, n_blocks
     (200, 32, 32, 1, 2, 4),
 ]
 KINDS = [("f32", "f32", "f32"), ("f16", "f16", "f16"), ("bf16", "bf16", "bf16"),
-         ("f32", "bf16", "q8_0"), ("bf16", "f32", "q8_0"), ("f16", "f32", "bf16")]
+         ("f32", "bf16", "q8_0"), ("bf16", "f32", "q8_0"), ("f16", "f32", "bf16"), ("f32", "f16", "q4_0")]
 
 
 @pytest.mark.parametrize("S,placement", [(1, "replicated"), (2, "replicated"), (3, "replicated"),

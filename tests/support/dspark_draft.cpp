@@ -52,9 +52,9 @@ std::vector<uint8_t> make_dspark_draft(const DSparkDraftOptions& o) {
   }
   std::vector<GgufTensor> tensors;
   const int64_t w1_rows = NT + (o.defect == D::kVocabMismatch ? 1 : 0);
-  tensors.push_back({"markov_w1.weight", o.defect == D::kW1Type ? 2u : uint32_t(o.w1_type), {uint64_t(R), uint64_t(w1_rows)},
+  tensors.push_back({"markov_w1.weight", o.defect == D::kW1Type ? 20u : uint32_t(o.w1_type), {uint64_t(R), uint64_t(w1_rows)},
                      draft_rows(o.seed, 0, o.defect == D::kW1Type ? DFSEL_TYPE_Q8_0 : o.w1_type, R, w1_rows, o.row_period), {}});
-  if (o.defect == D::kW1Type) tensors.back().data.resize(size_t(w1_rows * R / 32 * 18));  // q4_0 blocks: 18 bytes
+  if (o.defect == D::kW1Type) tensors.back().data.resize(size_t(w1_rows * R / 32 * 18));  // iq4_nl blocks: 18 bytes
   const int64_t w2_cols = R + (o.defect == D::kRankMismatch ? 1 : 0);
   if (o.defect != D::kMissingW2)
     tensors.push_back({"markov_w2.weight", uint32_t(o.w2_type), {uint64_t(w2_cols), uint64_t(NV)},

@@ -14,7 +14,7 @@ namespace dfsel::test {
 enum class DSparkDefect {
   kNone,
   kMissingW2,           // no markov_w2.weight
-  kW1Type,              // markov_w1.weight stored as q4_0
+  kW1Type,              // markov_w1.weight stored as iq4_nl
   kRankMismatch,        // markov_w2.weight {R + 1, V}
   kVocabMismatch,       // no d2t, markov_w1.weight has V + 1 rows
   kD2tRange,            // d2t[1] = V_target

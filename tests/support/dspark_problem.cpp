@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "gguf_writer.h"
-#include "host/gguf/kquant.h"
+#include "host/gguf/dequant.h"
 #include "host/reference/dspark_reference.h"
 #include "kernels/common/dspark_math.cuh"
 
@@ -18,7 +18,7 @@ namespace {
 // rows x cols weights of type t, and the values the library computes with.
 void weights(dfsel_type t, size_t rows, size_t cols, float sigma, std::mt19937_64& rng, std::vector<uint8_t>* bytes,
              std::vector<float>* values) {
-  if (is_kquant(t)) {
+  if (is_widened_type(t)) {
     std::normal_distribution<float> nd(0.0f, sigma);
     std::vector<float> x(rows * cols);
     for (float& v : x) v = nd(rng);
@@ -225,12 +225,12 @@ DSparkResult reference_dspark(const DSparkCase& c, const DSparkData& d, const DS
   one.bounds.clear();
   one.placement = DFSEL_CODEBOOKS_REPLICATED;
   dfsel_dspark_plan_desc desc = dspark_desc(c, d, one, 0);
-  // Plan creation widens K-quant weights to BF16; the reference reads what the plan reads.
+  // Plan creation widens block-type weights to BF16; the reference reads what the plan reads.
   std::vector<uint16_t> wide[3];
   dfsel_tensor* ts[3] = {&desc.w1, &desc.w2, &desc.conf_w};
   for (int i = 0; i < 3; ++i) {
     dfsel_tensor& t = *ts[i];
-    if (!t.data || !is_kquant(t.type)) continue;
+    if (!t.data || !is_widened_type(t.type)) continue;
     wide[i].resize((size_t)(t.ne[0] * t.ne[1]));
     gguf::widen_to_bf16(static_cast<const uint8_t*>(t.data), t.type, t.ne[1], t.ne[0], t.nb[1], wide[i].data());
     t = make_matrix(wide[i].data(), DFSEL_TYPE_BF16, t.ne[0], t.ne[1], (size_t)t.ne[0] * 2);
@@ -267,14 +267,15 @@ std::string dspark_bitwise_diff(const DSparkResult& a, const DSparkResult& b) {
 namespace {
 
 const dfsel_type kFloats[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16};
-const dfsel_type kWeights[] = {DFSEL_TYPE_F32, DFSEL_TYPE_F16, DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0, DFSEL_TYPE_Q4_K,
-                               DFSEL_TYPE_Q6_K};
+const dfsel_type kWeights[] = {DFSEL_TYPE_F32,  DFSEL_TYPE_F16,  DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0, DFSEL_TYPE_Q4_0,
+                               DFSEL_TYPE_Q4_1, DFSEL_TYPE_Q5_0, DFSEL_TYPE_Q5_1, DFSEL_TYPE_Q2_K, DFSEL_TYPE_Q3_K,
+                               DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q5_K, DFSEL_TYPE_Q6_K};
 
 // A weight type that rows of n elements can hold.
 dfsel_type weight_type(std::mt19937_64& rng, int64_t n) {
   for (;;) {
-    const dfsel_type t = kWeights[rng() % 6];
-    const int64_t block = t == DFSEL_TYPE_Q8_0 ? 32 : is_kquant(t) ? 256 : 1;
+    const dfsel_type t = kWeights[rng() % std::size(kWeights)];
+    const int64_t block = t == DFSEL_TYPE_Q8_0 ? 32 : is_widened_type(t) ? widened_block(t).elems : 1;
     if (n % block == 0) return t;
   }
 }

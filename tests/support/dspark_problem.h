@@ -34,7 +34,7 @@ struct DSparkData {
   std::vector<float> scale;
   std::vector<int32_t> d2t, anchors;
   size_t logits_nb1 = 0, hidden_nb1 = 0;
-  // Every value as the library computes with it (K-quants widened to BF16 first), for oracles.
+  // Every value as the library computes with it (block types but Q8_0 widened to BF16 first).
   std::vector<float> logits_f, hidden_f, w1_f, w2_f, conf_f;
 };
 

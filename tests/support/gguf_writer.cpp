@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kernels/common/numeric.cuh"
+#include "support/block_types.h"
 
 namespace dfsel::test {
 
@@ -142,13 +143,6 @@ std::vector<uint8_t> write_gguf(uint32_t version, const std::vector<GgufKv>& kvs
 
 namespace {
 
-// The smallest f16 that is >= v (v >= 0 and finite), so a scale never shrinks the range.
-uint16_t f16_at_least(float v) {
-  uint16_t h = float_to_f16(v);
-  if (f16_to_float(h) < v) ++h;
-  return h;
-}
-
 void quantize_q8_0(const float* x, uint8_t* out) {
   float amax = 0;
   for (int i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(x[i]));
@@ -160,88 +154,6 @@ void quantize_q8_0(const float* x, uint8_t* out) {
     b.qs[i] = int8_t(d > 0 ? std::clamp(std::lrint(x[i] / d), -127L, 127L) : 0);
   memcpy(out, &b, sizeof b);
 }
-
-// Q4_K: eight sub-blocks of 32 with a 6-bit scale and min each (layout in host/gguf.cpp).
-void quantize_q4_k(const float* x, uint8_t* out) {
-  float lo[8], hi[8], max_min = 0;
-  for (int s = 0; s < 8; ++s) {
-    lo[s] = 0;  // the minimum is taken <= 0, so the offset is a non-negative multiple of dmin
-    hi[s] = x[32 * s];
-    for (int i = 0; i < 32; ++i) {
-      lo[s] = std::min(lo[s], x[32 * s + i]);
-      hi[s] = std::max(hi[s], x[32 * s + i]);
-    }
-    max_min = std::max(max_min, -lo[s]);
-  }
-  const uint16_t dmin_h = f16_at_least(max_min / 63.0f);
-  const float dmin = f16_to_float(dmin_h);
-  int m[8], sc[8];
-  float off[8], span[8], max_scale = 0;
-  for (int s = 0; s < 8; ++s) {
-    m[s] = dmin > 0 ? std::min(63, int(std::ceil(-lo[s] / dmin))) : 0;
-    while (m[s] < 63 && dmin * float(m[s]) < -lo[s]) ++m[s];
-    off[s] = dmin * float(m[s]);
-    span[s] = hi[s] + off[s];
-    max_scale = std::max(max_scale, span[s] / 15.0f);
-  }
-  const uint16_t d_h = f16_at_least(max_scale / 63.0f);
-  const float d = f16_to_float(d_h);
-  for (int s = 0; s < 8; ++s) {
-    sc[s] = d > 0 ? std::min(63, int(std::ceil(span[s] / 15.0f / d))) : 0;
-    while (sc[s] < 63 && d * float(sc[s]) * 15.0f < span[s]) ++sc[s];
-  }
-  memset(out, 0, kQ4KBytes);
-  memcpy(out, &d_h, 2);
-  memcpy(out + 2, &dmin_h, 2);
-  uint8_t* scales = out + 4;
-  for (int j = 0; j < 4; ++j) {
-    scales[j] = uint8_t((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-    scales[j + 4] = uint8_t((m[j] & 63) | ((m[j + 4] >> 4) << 6));
-    scales[j + 8] = uint8_t((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
-  }
-  uint8_t* qs = out + 16;
-  for (int i = 0; i < 256; ++i) {
-    const int s = i / 32;
-    const float step = d * float(sc[s]);
-    const int q = step > 0 ? int(std::clamp(std::lrint((x[i] + off[s]) / step), 0L, 15L)) : 0;
-    const int g = i / 64, r = i % 64;
-    qs[32 * g + r % 32] |= uint8_t(r < 32 ? q : q << 4);
-  }
-}
-
-// Q6_K: sixteen sub-blocks of 16 with an int8 scale each; q in [-32, 31] stored as q + 32.
-void quantize_q6_k(const float* x, uint8_t* out) {
-  float amax[16], max_scale = 0;
-  for (int s = 0; s < 16; ++s) {
-    amax[s] = 0;
-    for (int i = 0; i < 16; ++i) amax[s] = std::max(amax[s], std::fabs(x[16 * s + i]));
-    max_scale = std::max(max_scale, amax[s] / 31.0f);
-  }
-  const uint16_t d_h = f16_at_least(max_scale / 127.0f);
-  const float d = f16_to_float(d_h);
-  memset(out, 0, kQ6KBytes);
-  uint8_t* ql = out;
-  uint8_t* qh = out + 128;
-  int8_t* scales = reinterpret_cast<int8_t*>(out + 192);
-  int sc[16];
-  for (int s = 0; s < 16; ++s) {
-    sc[s] = d > 0 ? std::min(127, int(std::ceil(amax[s] / 31.0f / d))) : 0;
-    while (sc[s] < 127 && d * float(sc[s]) * 31.0f < amax[s]) ++sc[s];
-    scales[s] = int8_t(sc[s]);
-  }
-  memcpy(out + 208, &d_h, 2);
-  for (int i = 0; i < 256; ++i) {
-    const int h = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
-    const float step = d * float(sc[8 * h + 2 * quarter + l / 16]);
-    const int q = (step > 0 ? int(std::clamp(std::lrint(x[i] / step), -32L, 31L)) : 0) + 32;
-    ql[64 * h + 32 * (quarter & 1) + l] |= uint8_t(quarter < 2 ? (q & 15) : (q & 15) << 4);
-    qh[32 * h + l] |= uint8_t((q >> 4) << (2 * quarter));
-  }
-}
-
-}  // namespace
-
-namespace {
 
 // Stores n values as type at out (row_bytes(type, n) bytes, 2-byte aligned).
 void quantize_into(dfsel_type type, const float* x, int64_t n, uint8_t* out) {
@@ -263,14 +175,10 @@ void quantize_into(dfsel_type type, const float* x, int64_t n, uint8_t* out) {
       for (int64_t b = 0; b < n / kQ8Block; ++b)
         quantize_q8_0(x + b * kQ8Block, out + b * sizeof(BlockQ8_0));
       break;
-    case DFSEL_TYPE_Q4_K:
-      for (int64_t b = 0; b < n / kQKBlock; ++b)
-        quantize_q4_k(x + b * kQKBlock, out + b * kQ4KBytes);
-      break;
-    case DFSEL_TYPE_Q6_K:
-      for (int64_t b = 0; b < n / kQKBlock; ++b)
-        quantize_q6_k(x + b * kQKBlock, out + b * kQ6KBytes);
-      break;
+    default: {  // a type the library widens to BF16
+      const WidenedBlock blk = widened_block(type);
+      for (int64_t b = 0; b < n / blk.elems; ++b) quantize_block(type, x + b * blk.elems, out + b * blk.bytes);
+    }
   }
 }
 
@@ -464,7 +372,7 @@ Draft make_draft(const DraftOptions& o) {
       tensors.push_back({prev.name, prev.type, prev.ne, prev.data, {}});
       break;
     case Defect::kUnsupportedSelectorType:
-      hidden.type = 2;  // q4_0: 18 bytes per 32
+      hidden.type = 20;  // iq4_nl: 18 bytes per 32
       hidden.data = noise(size_t(NE / 32 * 18 * R), o.seed);
       break;
     case Defect::kMissingTensor:

@@ -91,8 +91,8 @@ std::vector<uint8_t> write_gguf(uint32_t version, const std::vector<GgufKv>& kvs
                                 const std::vector<GgufTensor>& tensors, uint32_t alignment,
                                 GgufLayout* layout);
 
-// n values stored as type: F32, F16, BF16 converted, Q8_0 / Q4_K / Q6_K quantised by a
-// straightforward rounding quantiser (n a multiple of the block size).
+// n values stored as type: F32, F16, BF16 converted, Q8_0 and the widened block types
+// quantised by a straightforward rounding quantiser (n a multiple of the block size).
 std::vector<uint8_t> quantize(dfsel_type type, const float* x, int64_t n);
 
 // A deterministic value in [-1, 1) for element i of fixture tensor `which`.
@@ -133,7 +133,7 @@ enum class Defect {
   kOffsetPastEof,     // selector_hidden.weight offset 2^40
   kDuplicateTensor,   // a second selector_predecessor.weight
   // the DFlash2 draft
-  kUnsupportedSelectorType,  // selector_hidden.weight stored as Q4_0
+  kUnsupportedSelectorType,  // selector_hidden.weight stored as IQ4_NL
   kMissingTensor,            // no selector_hidden.weight
   kRankMismatch,             // dflash.selector_rank = R + 1
   kVocabMismatch,            // selector_successor.weight has V + 1 rows

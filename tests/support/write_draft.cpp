@@ -5,8 +5,8 @@
 //                         [--codebook-type T] [--hidden-type T] [--version 2|3]
 //                         [--alignment A] [--logit-scale M] [--softcap C] [--seed S]
 //                         [--row-period P] [--every-value-type] [--other-tensors]
-// T is f32, f16, bf16, q8_0, q4_k or q6_k. --row-period P repeats codebook rows with period P,
-// which makes drafts of a large vocabulary quick to write.
+// T is f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k. --row-period P
+// repeats codebook rows with period P, which makes drafts of a large vocabulary quick to write.
 //
 // fuzz/corpus/gguf/ was written with:
 //   f16.gguf          --vocab 64 --rank 32 --embd 32
@@ -15,6 +15,8 @@
 //   f32_align1.gguf   --vocab 24 --rank 8 --embd 24 --codebook-type f32 --hidden-type f32 --alignment 1
 //   q4_k.gguf         --vocab 8 --rank 256 --embd 8 --codebook-type q4_k --top-k 2 --block 4
 //   q6_k.gguf         --vocab 8 --rank 256 --embd 4 --codebook-type q6_k --top-k 3 --block 3
+//   q4_1.gguf         --vocab 24 --rank 32 --embd 32 --codebook-type q4_1 --hidden-type q5_0
+//   q3_k.gguf         --vocab 8 --rank 256 --embd 8 --codebook-type q3_k --top-k 2 --block 4
 //   metadata.gguf     --vocab 16 --rank 8 --embd 20 --every-value-type --other-tensors --logit-scale 0.5
 #include <cstdio>
 #include <cstdlib>
@@ -35,7 +37,8 @@ int usage() {
                "       [--codebook-type T] [--hidden-type T] [--version 2|3] [--alignment A]\n"
                "       [--logit-scale M] [--softcap C] [--seed S] [--row-period P]\n"
                "       [--every-value-type] [--other-tensors]\n"
-               "T: f32, f16, bf16, q8_0, q4_k, q6_k\n");
+               "T: %s\n",
+               dfsel::test::kDraftTypes);
   return 2;
 }
 
@@ -48,7 +51,7 @@ bool parse_flag(const std::string& a, const char* v, dfsel::test::DraftOptions* 
   bool ok = true;
   if (a == "--codebook-type" || a == "--hidden-type") {
     if (dfsel::test::parse_draft_type(v, a == "--codebook-type" ? &o->codebook_type : &o->hidden_type)) return true;
-    *err = a + " is f32, f16, bf16, q8_0, q4_k or q6_k, not '" + v + "'";
+    *err = dfsel::test::draft_type_error(a, v);
     return false;
   }
   if (a == "--vocab") ok = parse_int(a, v, 1, kI32, &n, err), o->n_vocab = n;

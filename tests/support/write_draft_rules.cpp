@@ -5,6 +5,7 @@
 
 #include "dfsel/dspark.h"
 #include "dfsel/gguf.h"
+#include "kernels/common/numeric.cuh"
 #include "tools/field_names.h"
 
 namespace dfsel::test {
@@ -49,12 +50,17 @@ int refuse_draft(const std::string& why) {
   return 2;
 }
 
+const char* const kDraftTypes = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k";
+
 bool parse_draft_type(const std::string& s, dfsel_type* t) {
   static const struct {
     const char* name;
     dfsel_type type;
   } kTypes[] = {{"f32", DFSEL_TYPE_F32},   {"f16", DFSEL_TYPE_F16},   {"bf16", DFSEL_TYPE_BF16},
-                {"q8_0", DFSEL_TYPE_Q8_0}, {"q4_k", DFSEL_TYPE_Q4_K}, {"q6_k", DFSEL_TYPE_Q6_K}};
+                {"q8_0", DFSEL_TYPE_Q8_0}, {"q4_0", DFSEL_TYPE_Q4_0}, {"q4_1", DFSEL_TYPE_Q4_1},
+                {"q5_0", DFSEL_TYPE_Q5_0}, {"q5_1", DFSEL_TYPE_Q5_1}, {"q2_k", DFSEL_TYPE_Q2_K},
+                {"q3_k", DFSEL_TYPE_Q3_K}, {"q4_k", DFSEL_TYPE_Q4_K}, {"q5_k", DFSEL_TYPE_Q5_K},
+                {"q6_k", DFSEL_TYPE_Q6_K}};
   for (const auto& k : kTypes)
     if (s == k.name) {
       *t = k.type;
@@ -63,9 +69,11 @@ bool parse_draft_type(const std::string& s, dfsel_type* t) {
   return false;
 }
 
-int64_t quant_block(dfsel_type t) {
-  return t == DFSEL_TYPE_Q8_0 ? 32 : (t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K) ? 256 : 1;
+std::string draft_type_error(const std::string& flag, const std::string& v) {
+  return flag + " is " + kDraftTypes + ", not '" + v + "'";
 }
+
+int64_t quant_block(dfsel_type t) { return t == DFSEL_TYPE_Q8_0 ? 32 : is_widened_type(t) ? widened_block(t).elems : 1; }
 
 std::string judged_by_the_reader(const std::string& path) {
   char msg[512] = "";

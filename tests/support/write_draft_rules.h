@@ -14,10 +14,14 @@ namespace dfsel::test {
 // Prints "dfsel_write_draft: why" and returns the exit status of a bad request, 2.
 int refuse_draft(const std::string& why);
 
-// A type by its lower-case name: f32, f16, bf16, q8_0, q4_k, q6_k.
+// The types the writers store, by their lower-case names (kDraftTypes lists them).
+extern const char* const kDraftTypes;
 bool parse_draft_type(const std::string& s, dfsel_type* t);
+// "FLAG is f32, ... or q6_k, not 'V'".
+std::string draft_type_error(const std::string& flag, const std::string& v);
 
-// Elements a row of type t comes in: 32 for Q8_0, 256 for the K-quants, else 1.
+// Elements a row of type t comes in: 32 for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, 256 for the K-quants,
+// else 1.
 int64_t quant_block(dfsel_type t);
 
 // What the dfsel command would do with the written file: open it with the reader and describe

@@ -9,6 +9,8 @@
 //                               --no-anchor-drafting
 //   dspark_q4_k.gguf            --vocab 8 --rank 256 --w1-type bf16 --w2-type q4_k --embd 256 --conf-type q6_k
 //                               --block 3 --d2t-i32 --target-vocab 12
+//   dspark_q5_1.gguf            --vocab 16 --rank 96 --w1-type q5_1 --w2-type q4_0 --embd 32 --conf-type q5_0
+//                               --block 4
 #include <cstdio>
 #include <new>
 #include <string>
@@ -29,8 +31,9 @@ int usage() {
                "usage: dfsel_write_draft --dspark OUT [--vocab V] [--target-vocab V] [--rank R] [--embd E]\n"
                "       [--block B] [--no-anchor-drafting] [--w1-type T] [--w2-type T] [--conf-type T]\n"
                "       [--scale 0|1|2] [--conf-bias] [--d2t-i32] [--version 2|3] [--seed S] [--row-period P]\n"
-               "T: f32, f16, bf16, q8_0, q4_k, q6_k. --target-vocab larger than --vocab writes a d2t map;\n"
-               "--embd E > 0 a confidence head; --scale 1 one markov_w2.scale, 2 one per row.\n");
+               "T: %s. --target-vocab larger than --vocab writes a d2t map;\n"
+               "--embd E > 0 a confidence head; --scale 1 one markov_w2.scale, 2 one per row.\n",
+               dfsel::test::kDraftTypes);
   return 2;
 }
 
@@ -41,7 +44,7 @@ bool parse_flag(const std::string& a, const char* v, dfsel::test::DSparkDraftOpt
   if (a == "--w1-type" || a == "--w2-type" || a == "--conf-type") {
     dfsel_type* t = a == "--w1-type" ? &o->w1_type : a == "--w2-type" ? &o->w2_type : &o->conf_type;
     if (dfsel::test::parse_draft_type(v, t)) return true;
-    *err = a + " is f32, f16, bf16, q8_0, q4_k or q6_k, not '" + v + "'";
+    *err = dfsel::test::draft_type_error(a, v);
     return false;
   }
   long long n = 0;
