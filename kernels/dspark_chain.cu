@@ -25,8 +25,6 @@ namespace dfsel::cuda {
 
 namespace {
 
-constexpr uint8_t kFlagActive = 1, kFlagEmitted = 2;
-
 // A word another CTA of this kernel wrote, read past the L1 cache.
 __device__ __forceinline__ uint64_t ldcg_u64(const uint64_t* p) {
   return (uint64_t)__ldcg(reinterpret_cast<const unsigned long long*>(p));
@@ -161,26 +159,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     norm_lo[b] = 0, norm_hi[b] = 0;
     last_max[b] = a.state[b].last_max;
   }
-  if (warp == 0) {
-    int na = 0, ne = 0;
-    for (int b0 = 0; b0 < a.n_blocks; b0 += 32) {
-      const int b = b0 + lane;
-      DSparkChainState st{0, 0, 0.0f, 0.0f};
-      if (b < a.n_blocks) st = a.state[b];
-      const bool act = b < a.n_blocks && reads_w2 && st.drafting;
-      const bool emi = b < a.n_blocks && sampling && k >= 2 && st.emitted;
-      const unsigned ma = __ballot_sync(kFullWarp, act), me = __ballot_sync(kFullWarp, emi);
-      const unsigned below = (1u << lane) - 1u;
-      if (act) {
-        active[na + __popc(ma & below)] = b;
-        z_row[na + __popc(ma & below)] = a.logits + map_row(a.row_map, (int64_t)b * a.N + (k - 1)) * a.logits_stride;
-      }
-      if (emi) emitted[ne + __popc(me & below)] = b;
-      if (b < a.n_blocks) flags[b] = (act ? kFlagActive : 0) | (emi ? kFlagEmitted : 0);
-      na += __popc(ma), ne += __popc(me);
-    }
-    if (lane == 0) misc[0] = na, misc[1] = ne;
-  }
+  if (warp == 0) dspark_step_lists(a, a.state, k, reads_w2, sampling, lane, active, z_row, emitted, flags, misc);
   __syncthreads();
   const int n_act = misc[0], n_emit = misc[1];
   const int n_groups = (n_act + NB - 1) / NB;
@@ -199,7 +178,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
   // the columns mma gives the lane). Lanes l and l + kSpread share their slots' blocks.
   constexpr int kSlots = kMma ? NB / 4 : (NB + 1) / 2;
   constexpr int kSpread = kMma ? 4 : 2;
-  auto slot_block = [](int q, int l) { return kMma ? 8 * (q >> 1) + 2 * (l & 3) + (q & 1) : 2 * q + (l & 1); };
+  auto slot_block = [](int q, int l) { return kMma ? dspark_mma_column(q, l) : 2 * q + (l & 1); };
   uint64_t bk[kSlots];
   float bl[kSlots];
   uint32_t bm[kSlots];
@@ -212,22 +191,9 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
   auto flush = [&](int g) {
 #pragma unroll
     for (int q = 0; q < kSlots; ++q) {
-      uint64_t kk = bk[q];
-      float lg = bl[q];
-      uint32_t mm = bm[q];
-#pragma unroll
-      for (int off = kSpread; off < 32; off <<= 1) {
-        const uint64_t ok = shfl_xor_u64(kk, off);
-        const float ol = __shfl_xor_sync(kFullWarp, lg, off);
-        if (ok > kk) kk = ok, lg = ol;
-        mm = max(mm, __shfl_xor_sync(kFullWarp, mm, off));
-      }
       const int col = slot_block(q, lane), gi = g * NB + col;
-      if (lane < kSpread && col < NB && gi < n_act) {
-        DSparkWarpBest& w = warp_best[warp * a.n_blocks + active[gi]];
-        if (kk > w.key) w.key = kk, w.logit = lg;
-        w.row_max = max(w.row_max, mm);
-      }
+      const bool keeps = lane < kSpread && col < NB && gi < n_act;
+      dspark_meet_slot<kSpread>(bk[q], bl[q], bm[q], keeps, keeps ? &warp_best[warp * a.n_blocks + active[gi]] : nullptr);
     }
   };
   reset();
@@ -292,16 +258,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
         }
         for (int g = 0; g < n_groups; ++g) {
           float z[2][kSlots], sc2[2];
-#pragma unroll
-          for (int ri = 0; ri < 2; ++ri) {
-            const int64_t v = ri ? vb : va;
-            sc2[ri] = v < vs && a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
-#pragma unroll
-            for (int q = 0; q < kSlots; ++q) {
-              const int gi = g * NB + slot_block(q, lane);
-              z[ri][q] = v < vs && gi < n_act ? load_elem(z_row[gi], a.logits_type, v) : 0.0f;
-            }
-          }
+          dspark_slice_inputs<NB>(a, z_row, n_act, g, va, vs, lane, z, sc2);
           float acc[kTiles][4];
           dspark_slice_mma<kTiles>(wa, wb, smem + sc.e + (size_t)g * kTiles * 8 * p.e_pitch, p.e_pitch, a.R / 32,
                                    lane, acc);
@@ -311,11 +268,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 #pragma unroll
             for (int q = 0; q < kSlots; ++q) {
               const int gi = g * NB + slot_block(q, lane);
-              const int n = q >> 1, c = 2 * ri + (q & 1);  // the block's eighth; c0 c1 row g8, c2 c3 row g8 + 8
-              float dot = acc[n][c];
-              if (TERMS > 1) dot = dot + acc[NB / 8 + n][c];
-              if (TERMS > 2) dot = dot + acc[2 * NB / 8 + n][c];
-              if (v < vs && gi < n_act) take(q, v, gi, z[ri][q], dot, sc2[ri]);
+              if (v < vs && gi < n_act) take(q, v, gi, z[ri][q], dspark_slice_dot<NB, TERMS>(acc, ri, q), sc2[ri]);
             }
           }
           if (n_groups > 1) {

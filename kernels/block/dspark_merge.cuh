@@ -13,6 +13,7 @@
 #include "kernels/common/error_flag.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/order.cuh"
+#include "kernels/common/warp.cuh"
 
 namespace dfsel::cuda {
 
@@ -44,6 +45,52 @@ __device__ __forceinline__ void dspark_set_e(const DSparkChainArgs& a, float* e,
     case DFSEL_TYPE_F16: dspark_widen_lanes<DFSEL_TYPE_F16>(row, a.R, a.R8, e, lane); break;
     case DFSEL_TYPE_BF16: dspark_widen_lanes<DFSEL_TYPE_BF16>(row, a.R, a.R8, e, lane); break;
     default: dspark_widen_lanes<DFSEL_TYPE_Q8_0>(row, a.R, a.R8, e, lane); break;
+  }
+}
+
+// Warp 0 of a pass's CTA, before step k (states: each block's, as the step before left them):
+// the blocks that draft it (with their base-logits rows) and those whose step k - 1
+// normaliser is pending (sampling), each list in block order, their counts in counts[0] and
+// counts[1], and with `flags` each block's kFlag* bits.
+constexpr uint8_t kFlagActive = 1, kFlagEmitted = 2;
+__device__ __forceinline__ void dspark_step_lists(const DSparkChainArgs& a, const DSparkChainState* states, int k,
+                                                  bool reads_w2, bool sampling, int lane, int32_t* active,
+                                                  const uint8_t** z_row, int32_t* emitted, uint8_t* flags,
+                                                  int32_t* counts) {
+  int na = 0, ne = 0;
+  for (int b0 = 0; b0 < a.n_blocks; b0 += 32) {
+    const int b = b0 + lane;
+    DSparkChainState st{0, 0, 0.0f, 0.0f};
+    if (b < a.n_blocks) st = states[b];
+    const bool act = b < a.n_blocks && reads_w2 && st.drafting;
+    const bool emi = b < a.n_blocks && sampling && k >= 2 && st.emitted;
+    const unsigned ma = __ballot_sync(kFullWarp, act), me = __ballot_sync(kFullWarp, emi);
+    const unsigned below = (1u << lane) - 1u;
+    if (act) {
+      active[na + __popc(ma & below)] = b;
+      z_row[na + __popc(ma & below)] = a.logits + map_row(a.row_map, (int64_t)b * a.N + (k - 1)) * a.logits_stride;
+    }
+    if (emi) emitted[ne + __popc(me & below)] = b;
+    if (flags && b < a.n_blocks) flags[b] = (act ? kFlagActive : 0) | (emi ? kFlagEmitted : 0);
+    na += __popc(ma), ne += __popc(me);
+  }
+  if (lane == 0) counts[0] = na, counts[1] = ne;
+}
+
+// A lane's best key (with l at it) and largest l met with those of the lanes that share its
+// slot (lanes kSpread apart), into the entry of the warp's bests that one of them keeps.
+template <int kSpread>
+__device__ __forceinline__ void dspark_meet_slot(uint64_t kk, float lg, uint32_t mm, bool keeps, DSparkWarpBest* w) {
+#pragma unroll
+  for (int off = kSpread; off < 32; off <<= 1) {
+    const uint64_t ok = shfl_xor_u64(kk, off);
+    const float ol = __shfl_xor_sync(kFullWarp, lg, off);
+    if (ok > kk) kk = ok, lg = ol;
+    mm = max(mm, __shfl_xor_sync(kFullWarp, mm, off));
+  }
+  if (keeps) {
+    if (kk > w->key) w->key = kk, w->logit = lg;
+    w->row_max = max(w->row_max, mm);
   }
 }
 

@@ -18,7 +18,9 @@
 
 #include <stdint.h>
 
+#include "kernels/common/dspark_args.cuh"
 #include "kernels/common/mma.cuh"
+#include "kernels/common/numeric.cuh"
 
 namespace dfsel::cuda {
 
@@ -102,6 +104,40 @@ __device__ __forceinline__ void dspark_slice_mma(const uint4 (&wa)[kDSparkMmaChu
       mma_bf16(acc[n], wa[c].z, wb[c].z, wa[c].w, wb[c].w, b.z, b.w);
     }
   }
+}
+
+// The block column of a group that slot q of the lane holds in mma's accumulators: 2t, 2t + 1,
+// 8 + 2t, 9 + 2t (t = lane % 4).
+__device__ __forceinline__ int dspark_mma_column(int q, int lane) { return 8 * (q >> 1) + 2 * (lane & 3) + (q & 1); }
+
+// The base logits and W2 scales of the lane's elements of a slice, loaded before its product:
+// rows va and va + 8 (past vs: z 0, s 1) for the blocks of its columns of group g of the active
+// list, whose base-logits rows are z_row (past n_act: 0).
+template <int NB>
+__device__ __forceinline__ void dspark_slice_inputs(const DSparkChainArgs& a, const uint8_t* const* z_row, int n_act,
+                                                    int g, int64_t va, int64_t vs, int lane, float (&z)[2][NB / 4],
+                                                    float (&s)[2]) {
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    const int64_t v = va + 8 * ri;
+    s[ri] = v < vs && a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
+#pragma unroll
+    for (int q = 0; q < NB / 4; ++q) {
+      const int gi = g * NB + dspark_mma_column(q, lane);
+      z[ri][q] = v < vs && gi < n_act ? load_elem(z_row[gi], a.logits_type, v) : 0.0f;
+    }
+  }
+}
+
+// W2[v] . e of the lane's element of row va + 8 ri and slot q: the terms' accumulators summed in
+// term order (acc from dspark_slice_mma of TERMS * NB / 8 tiles).
+template <int NB, int TERMS>
+__device__ __forceinline__ float dspark_slice_dot(const float (&acc)[TERMS * NB / 8][4], int ri, int q) {
+  const int n = q >> 1, c = 2 * ri + (q & 1);  // the block's eighth; c0 c1 row g8, c2 c3 row g8 + 8
+  float dot = acc[n][c];
+  if (TERMS > 1) dot = dot + acc[NB / 8 + n][c];
+  if (TERMS > 2) dot = dot + acc[2 * NB / 8 + n][c];
+  return dot;
 }
 
 }  // namespace dfsel::cuda
