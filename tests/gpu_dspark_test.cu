@@ -23,6 +23,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/common/numeric.cuh"
 #include "support/case_lists.h"
 #include "support/dspark_gpu.h"
 #include "support/dspark_oracle.h"
@@ -123,7 +124,7 @@ void expect_mostly_judged(const OracleTally& t) {
 // their rows).
 DSparkCase with_bf16_w2(DSparkCase c) {
   auto block = [](dfsel_type t) {
-    return t == DFSEL_TYPE_Q8_0 ? 32 : t == DFSEL_TYPE_Q4_K || t == DFSEL_TYPE_Q6_K ? 256 : 1;
+    return t == DFSEL_TYPE_Q8_0 ? 32 : is_widened_type(t) ? (int)widened_block(t).elems : 1;
   };
   c.w2_t = DFSEL_TYPE_BF16;
   c.R = std::min((c.R + 31) / 32 * 32, 256);

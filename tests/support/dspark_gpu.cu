@@ -1,5 +1,7 @@
 #include "dspark_gpu.h"
 
+#include "kernels/common/numeric.cuh"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -320,7 +322,7 @@ DSparkResult DSparkCudaSession::run_once(int n_blocks) {
 bool dspark_cuda_uses_mma(const DSparkCase& c) {
   const char* product = std::getenv("DFSEL_DSPARK_PRODUCT");
   if (product != nullptr && std::strcmp(product, "chains") == 0) return false;
-  const bool bf16 = c.w2_t == DFSEL_TYPE_BF16 || c.w2_t == DFSEL_TYPE_Q4_K || c.w2_t == DFSEL_TYPE_Q6_K;
+  const bool bf16 = c.w2_t == DFSEL_TYPE_BF16 || is_widened_type(c.w2_t);  // widened to BF16 at creation
   const bool supported = bf16 && c.R % 32 == 0 && c.R <= 256;  // the test data's rows are 16-byte aligned
   return supported;  // auto, mma and mma-steps alike
 }
