@@ -47,7 +47,7 @@ std::vector<uint8_t> quantized(dfsel_type t, const std::vector<uint8_t>& f32, in
   return out;
 }
 
-// The data of c, whose codebooks and W_h are of type c.cb_t (K-quants quantised from F32).
+// The data of c, whose codebooks and W_h are of type c.cb_t (block types quantised from F32).
 Data data_of(const Case& c, uint64_t seed) {
   if (!is_widened_type(c.cb_t)) return make_data(c, seed);
   Case f = c;
@@ -60,12 +60,13 @@ Data data_of(const Case& c, uint64_t seed) {
 }
 
 TEST(WorkspaceSize, TheSizeAnsweredIsTakenForEveryTypePlacementAndRankCount) {
-  const dfsel_type types[] = {DFSEL_TYPE_F32,  DFSEL_TYPE_F16,  DFSEL_TYPE_BF16,
-                              DFSEL_TYPE_Q8_0, DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K};
+  const dfsel_type types[] = {DFSEL_TYPE_F32,  DFSEL_TYPE_F16,  DFSEL_TYPE_BF16, DFSEL_TYPE_Q8_0, DFSEL_TYPE_Q4_0,
+                              DFSEL_TYPE_Q4_1, DFSEL_TYPE_Q5_0, DFSEL_TYPE_Q5_1, DFSEL_TYPE_Q2_K, DFSEL_TYPE_Q3_K,
+                              DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q5_K, DFSEL_TYPE_Q6_K};
   for (dfsel_type t : types) {
     Case c;
     c.V = 600;
-    c.R = c.E = 256;  // K-quant rows are whole blocks of 256
+    c.R = c.E = 256;  // rows are whole blocks of every type (32 or 256)
     c.K = 8;
     c.block = 4;
     c.cb_t = c.wh_t = t;
