@@ -663,11 +663,12 @@ TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
   }
 }
 
-// DFSEL_DSPARK_PRODUCT, read at CUDA plan creation: a value other than "", auto, chains or mma
-// is refused, naming the variable and the value, whatever W2 is (a CPU plan does not read it);
-// mma is refused where the tensor cores cannot take W2 (F32, F16 or Q8_0, or R not a multiple of
-// 16), which auto and "" run with the chains, bitwise the CPU backend; where they can, mma, auto
-// and "" give the same bits.
+// DFSEL_DSPARK_PRODUCT, read at CUDA plan creation: a value other than "", auto, chains, mma or
+// mma-steps is refused, naming the variable and the value, whatever W2 is (a CPU plan does not
+// read it); mma is refused where the tensor cores cannot take W2 (F32, F16 or Q8_0, or R not a
+// multiple of 32 up to 256), which auto and "" run with the chains, bitwise the CPU backend;
+// where they can, mma, auto and "" give the same bits (one block too: auto takes the tensor
+// cores at every batch).
 TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
@@ -732,7 +733,7 @@ TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
 
 // On one rank the tensor-core chain runs as one launch (DFSEL_DSPARK_PRODUCT unset or mma), and
 // with mma-steps a launch a step, as on several ranks: the same bits, for both W1 kinds (one
-// BF16 term of e, or three), groups of 8 and 16 blocks and more blocks than a group holds,
+// BF16 term of e, or three), one group of 8 blocks and several (up to 21 blocks),
 // greedy and sampling, a confidence head with p_min, d2t, one scale and one a row, a softcap,
 // both layouts, sharded W1, and shards whose rows are not a whole number of slices.
 TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
