@@ -294,13 +294,18 @@ def build_scaling(index):
         right["series"].append(_line("dspark:target2", "target, 2 simulated ranks", target2, markers_only=True,
                                      marker="x"))
     src = index.newest("torch_dspark")
-    torch = []
+    torch, cublas = [], []
     if src:
         for i, row in enumerate(src.data["rows"]):
-            if row.get("torch_us") is not None and (not shape or row.get("vocab") == shape["vocab"]):
-                where = {"file": src.rel, "row": "rows[%d]" % i, "field": "torch_us", "kind": src.kind}
-                torch.append((row["blocks"], row["torch_us"], where, None))
+            if not shape or row.get("vocab") == shape["vocab"]:
+                for field, into in (("torch_us", torch), ("cublas_us", cublas)):
+                    if row.get(field) is not None:
+                        where = {"file": src.rel, "row": "rows[%d]" % i, "field": field, "kind": src.kind}
+                        into.append((row["blocks"], row[field], where, None))
         torch.sort(key=lambda t: t[0])
+        cublas.sort(key=lambda t: t[0])
+    if cublas:
+        right["series"].append(_line("dspark:cublas", "cuBLAS's product alone, N GEMMs (bench_dspark.py)", cublas))
     if torch:
         right["series"].append(_line("dspark:torch", "PyTorch loop in a CUDA graph (bench_dspark.py)", torch))
     else:

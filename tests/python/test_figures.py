@@ -131,7 +131,8 @@ def test_the_committed_cases_are_drawn(descs):
     topk = h200["topk-floor"]["panels"][0]
     assert len(topk["series"][0]["points"]) >= 9 and len(topk["series"][1]["points"]) >= 7
     ids = {s["id"] for p in h200["step-scaling"]["panels"] for s in p["series"] if s["points"]}
-    assert {"step:dfsel", "step:floor", "step:torch", "dspark:dfsel", "dspark:w2floor"} <= ids
+    assert {"step:dfsel", "step:floor", "step:torch", "dspark:dfsel", "dspark:w2floor", "dspark:torch",
+            "dspark:cublas"} <= ids
     blocks = [pt["x"] for p in h200["step-scaling"]["panels"] for s in p["series"] if s["id"] == "step:dfsel"
               for pt in s["points"]]
     assert blocks == [1, 4, 16, 64]
@@ -225,7 +226,8 @@ def test_a_later_run_is_picked_up_by_itself(tmp_path):
     later["benchmarks"] = rows
     (tmp_path / "bench/results/h200-2026-12-09-timeline.json").write_text(json.dumps(later))
     dspark = {"gpu": "NVIDIA H200", "torch": "2.11", "dfsel": "0.2",
-              "rows": [{"blocks": 1, "vocab": 163840, "rank": 256, "n_draft": 7, "torch_us": 315.0, "dfsel_us": 257.0},
+              "rows": [{"blocks": 1, "vocab": 163840, "rank": 256, "n_draft": 7, "torch_us": 315.0, "dfsel_us": 257.0,
+                        "cublas_us": 204.5},
                        {"blocks": 8, "vocab": 163840, "rank": 256, "n_draft": 7, "torch_us": 394.0, "dfsel_us": 590.0}]}
     (tmp_path / "bench/python/results/h200-2026-12-09-bench_dspark.json").write_text(json.dumps(dspark))
 
@@ -247,6 +249,8 @@ def test_a_later_run_is_picked_up_by_itself(tmp_path):
     assert d["step-timeline"]["sources"][0]["command"] == "dfsel_bench --benchmark_filter='^StepTimeline/'"
     torch = next(s for p in d["step-scaling"]["panels"] for s in p["series"] if s["id"] == "dspark:torch")
     assert [(pt["x"], pt["value"]) for pt in torch["points"]] == [(1, 315.0), (8, 394.0)]
+    cublas = next(s for p in d["step-scaling"]["panels"] for s in p["series"] if s["id"] == "dspark:cublas")
+    assert [(pt["x"], pt["value"], pt["from"]["field"]) for pt in cublas["points"]] == [(1, 204.5, "cublas_us")]
     assert not any("DSpark PyTorch" in m for m in d["step-scaling"]["missing"])
 
 
