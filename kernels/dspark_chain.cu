@@ -40,8 +40,9 @@ __global__ void __launch_bounds__(kDSparkBeginThreads) dspark_begin_kernel(const
   const int32_t anchor = a.anchors[b];
   const bool valid = anchor >= 0 && anchor < a.n_target_vocab;
   for (int i = tid; i < a.N; i += blockDim.x) clear_dspark_cell(a.out, dspark_cell(b, a.N, i + 1));
-  for (int x = tid; x < a.N + 2; x += blockDim.x) a.slots[(size_t)x * a.max_blocks + b] = DSparkStepSlot{0, 0, 0, 0u, 0u};
-  if (b == 0 && tid == 0) a.barrier[0] = 0;
+  if (a.slots)  // the one-launch chain's
+    for (int x = tid; x < a.N + 2; x += blockDim.x) a.slots[(size_t)x * a.max_blocks + b] = DSparkStepSlot{0, 0, 0, 0u, 0u};
+  if (a.barrier && b == 0 && tid == 0) a.barrier[0] = 0;
   if (tid == 0) {
     a.out.n_emitted[b] = 0;
     a.state[b] = DSparkChainState{valid ? 1 : 0, 0, -INFINITY, 0.0f};
@@ -497,7 +498,7 @@ cudaError_t dspark_pass_setup(const DSparkChainArgs& a, int device, DSparkTile a
   if (mma) {
     l.shape.e_terms = a.w1_type == DFSEL_TYPE_BF16 ? 1 : 3;  // e is W1's row widened
     l.shape.mma_blocks = a.max_blocks > 8 ? 16 : 8;
-    l.shape.e_pitch = dspark_pitch((size_t)a.R * 2);
+    l.shape.e_pitch = dspark_mma_pitch(a.R);
     const int warps = (asked.rows ? asked.rows : 16 * kDSparkMmaWarps) / 16;
     if (warps > kMaxMmaWarps) return cudaErrorInvalidValue;
     if (l.shape.e_terms == 1) mma_instances<1>(l.kernels, l.shape.mma_blocks, warps);

@@ -4,6 +4,8 @@
 // terms and the confidence round where kernels/common/dspark_math.cuh rounds them.
 #include "kernels/dspark_launch.cuh"
 
+#include <cstring>
+
 #include "kernels/block/dspark_merge.cuh"
 #include "kernels/block/dspark_mma.cuh"
 #include "kernels/block/dspark_rows.cuh"
@@ -52,8 +54,10 @@ DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int ma
 }
 
 // NB: the blocks of a group (8: mma's columns); TERMS: e's BF16 terms (1 or 3);
-// SAMPLING: temperature > 0 (greedy steps keep no l and no normaliser, and fewer registers).
-template <int NB, int TERMS, bool SAMPLING, int WARPS, int MINB>
+// SAMPLING: temperature > 0 (greedy steps keep no l and no normaliser, and fewer registers);
+// PF: where the next slice's loads go out: 0 at its start, 1 after this slice's product, 2
+// chunk by chunk as this slice's product frees their registers.
+template <int NB, int TERMS, bool SAMPLING, int WARPS, int MINB, int PF>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     dspark_launch_kernel(const __grid_constant__ DSparkChainArgs a, const int32_t e_pitch) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -70,8 +74,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   int32_t* emitted = reinterpret_cast<int32_t*>(smem + sc.emitted);
   int32_t* misc = reinterpret_cast<int32_t*>(smem + sc.misc);
 
-  static_assert(NB == 8, "the shared Philox calls take a lane's 2 slots of 8 blocks");
-  constexpr int kSlots = NB / 4, kTiles = TERMS * NB / 8;
+  static_assert(NB == 8 || NB == 16, "a lane's Philox calls cover its slots two at a time");
+  constexpr int kSlots = NB / 4, kTiles = TERMS * NB / 8, kCalls = kSlots / 2;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g8 = lane >> 2, nr = lane & 15, hh = lane >> 4;
   const bool writer = blockIdx.x == 0;
@@ -136,7 +140,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       if constexpr (SAMPLING) key = markov_sample_key(l, a.temperature, gumbel);
       const uint64_t ck = cand_key(key, id);
       if (ck > bk[q]) bk[q] = ck, bl[q] = l;
-      bm[q] = max(bm[q], value_key(l));
+      // Greedy: the key is l's, so the row's largest l is the best key's (flush).
+      if constexpr (SAMPLING) bm[q] = max(bm[q], value_key(l));
       if constexpr (SAMPLING) l_now[(size_t)b * vs + v] = l;
     };
     // Into the warp's bests: a maximum over the lanes that share a slot, kept by lanes 0..3.
@@ -145,6 +150,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       for (int q = 0; q < kSlots; ++q) {
         const int gi = g * NB + slot_block(q, lane);
         const bool keeps = lane < 4 && gi < n_act;
+        if constexpr (!SAMPLING) bm[q] = (uint32_t)(bk[q] >> 32);
         dspark_meet_slot<4>(bk[q], bl[q], bm[q], keeps, keeps ? &warp_best[warp * a.n_blocks + active[gi]] : nullptr);
       }
     };
@@ -161,37 +167,49 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     for (int i = 0; i < n_mine; ++i) {
       const int64_t sl = slice_of(i);
       if (need_w2 && held != sl) load(sl);
-      const int64_t r0 = sl * 16, va = r0 + g8, vb = va + 8, vn = r0 + nr;
-      float lp[kDSparkNormAhead];  // the first pending blocks' last l
-#pragma unroll
-      for (int q = 0; q < kDSparkNormAhead; ++q) {
-        const int ei = 2 * q + hh;
-        lp[q] = SAMPLING && vn < vs && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + vn] : 0.0f;
-      }
+      const int64_t r0 = sl * 16, va = r0 + g8, vb = va + 8;
       for (int g = 0; g < n_groups; ++g) {
         float z[2][kSlots], sc2[2];
         dspark_slice_inputs<NB>(a, z_row, n_act, g, va, vs, lane, z, sc2);
         float acc[kTiles][4];
-        dspark_slice_mma<kTiles>(wa, wb, terms + (size_t)g * kTiles * 8 * e_pitch, e_pitch, chunks, lane, acc);
-        // The next slice's loads, in flight under this one's keys.
-        if (g == n_groups - 1 && i + 1 < n_mine) load(slice_of(i + 1));
+        const uint8_t* e_g = terms + (size_t)g * kTiles * 8 * e_pitch;
+        const bool next = g == n_groups - 1 && i + 1 < n_mine;
+        if (PF == 2 && next) {  // the next slice's chunk c loads as soon as chunk c is multiplied
+          const int64_t ns = slice_of(i + 1), na = ns * 16 + g8, nb = na + 8;
+          const uint4* pa = reinterpret_cast<const uint4*>(a.w2 + (size_t)na * a.w2_stride) + (lane & 3);
+          const uint4* pb = reinterpret_cast<const uint4*>(a.w2 + (size_t)nb * a.w2_stride) + (lane & 3);
+          dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc, [&](int c) {
+            wa[c] = na < vs ? dspark_w2_load<false>(pa + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
+            wb[c] = nb < vs ? dspark_w2_load<false>(pb + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
+          });
+          held = ns;
+        } else {
+          dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc);
+          // The next slice's loads, in flight under this one's keys.
+          if (PF == 1 && next) load(slice_of(i + 1));
+        }
         // Sampling: the Gumbel noise of the lane's elements. The 8 lanes of a column t share
-        // the slice's 4 x 2 Philox calls (ids 4c .. 4c + 3 of the 16 rows, its 2 slots'
-        // blocks), one a lane, and pass the words round: the bits of markov_gumbel (a.v_begin
-        // is 0, and slices start at multiples of 16).
+        // the slice's 4 x kSlots Philox calls (ids 4c .. 4c + 3 of the 16 rows, for the
+        // blocks of its slots), kCalls a lane, and pass the words round: lane g8 calls for row
+        // quad g8 % 4 and slots g8 / 4 + 2j, the bits of markov_gumbel (a.v_begin is 0, and
+        // slices start at multiples of 16).
         float gum[2][kSlots];
         if constexpr (SAMPLING) {
-          const int gi_mine = g * NB + slot_block(g8 >> 2, lane);
-          const Philox4 mine = markov_philox(a.seed, (uint32_t)(gi_mine < n_act ? active[gi_mine] : 0), (uint32_t)k,
-                                             (uint32_t)(r0 >> 2) + (uint32_t)(g8 & 3));
+          Philox4 mine[kCalls];
+#pragma unroll
+          for (int j = 0; j < kCalls; ++j) {
+            const int gi_mine = g * NB + slot_block((g8 >> 2) + 2 * j, lane);
+            mine[j] = markov_philox(a.seed, (uint32_t)(gi_mine < n_act ? active[gi_mine] : 0), (uint32_t)k,
+                                    (uint32_t)(r0 >> 2) + (uint32_t)(g8 & 3));
+          }
 #pragma unroll
           for (int ri = 0; ri < 2; ++ri)
 #pragma unroll
             for (int q = 0; q < kSlots; ++q) {
-              const int src = ((2 * ri + (g8 >> 2) + 4 * q) << 2) | (lane & 3);
+              const int src = ((2 * ri + (g8 >> 2) + 4 * (q & 1)) << 2) | (lane & 3);
               uint32_t w[4];
 #pragma unroll
-              for (int x = 0; x < 4; ++x) w[x] = __shfl_sync(kFullWarp, mine.v[x], src);
+              for (int x = 0; x < 4; ++x) w[x] = __shfl_sync(kFullWarp, mine[q >> 1].v[x], src);
               const int sel = g8 & 3;
               const uint32_t word = sel == 0 ? w[0] : sel == 1 ? w[1] : sel == 2 ? w[2] : w[3];
               const int64_t v = ri ? vb : va;
@@ -214,7 +232,19 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
           reset();
         }
       }
-      if constexpr (SAMPLING) {
+    }
+    if (n_groups == 1) flush(0);
+    // Sampling: step k - 1's normaliser over the warp's rows, a pass of its own over l alone,
+    // so that the product's loop holds none of it (an exact integer sum: any order).
+    if constexpr (SAMPLING) {
+      for (int i = 0; i < n_mine && n_emit > 0; ++i) {
+        const int64_t vn = slice_of(i) * 16 + nr;
+        float lp[kDSparkNormAhead];  // the first pending blocks' last l
+#pragma unroll
+        for (int q = 0; q < kDSparkNormAhead; ++q) {
+          const int ei = 2 * q + hh;
+          lp[q] = vn < vs && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + vn] : 0.0f;
+        }
 #pragma unroll
         for (int q = 0; q < kDSparkNormAhead; ++q)
           if (2 * q < n_emit) norm16(2 * q, vn, lp[q]);
@@ -224,7 +254,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
         }
       }
     }
-    if (n_groups == 1) flush(0);
     __syncthreads();
 
     // The CTA's part of the step's slot: its warps' bests met, then atomics. The CTA that holds
@@ -258,7 +287,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       const uint8_t* row = a.logits + map_row(a.row_map, (int64_t)active[lane] * a.N + k) * a.logits_stride;
       asm volatile("prefetch.global.L2 [%0];" ::"l"(row + (size_t)v * (a.logits_type == DFSEL_TYPE_F32 ? 4 : 2)));
     }
-    grid_barrier(a.barrier);
+    grid_barrier(a.barrier, (uint32_t)k);
 
     // Every CTA takes the step, a warp a block: the slot as one rank's record, into this CTA's
     // state, e and confidence; CTA 0 writes the outputs.
@@ -308,9 +337,46 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 
 using LaunchKernel = void (*)(DSparkChainArgs, int32_t);
 
-template <int TERMS, bool SAMPLING>
-LaunchKernel launch_kernel() {
-  return dspark_launch_kernel<kDSparkLaunchGroup, TERMS, SAMPLING, kDSparkLaunchWarps, kDSparkLaunchCtasPerSm>;
+// A build of the kernel: NB blocks a group, registers capped for CTAS CTAs a SM, the next
+// slice's loads issued at its start (n), under this one's keys (p) or chunk by chunk as this
+// one's product frees their registers (r). Its kernels for e's 1 or
+// 3 terms, greedy and sampling; those not built are null (a plan whose W1 needs them takes the
+// default's).
+struct Instance {
+  const char* name;
+  int nb;
+  LaunchKernel k[2][2];  // [3 terms][sampling]
+};
+
+template <int NB, int CTAS, int PF, bool kThreeTerms>
+Instance instance(const char* name) {
+  constexpr int W = kDSparkLaunchWarps;
+  Instance x{name, NB, {{dspark_launch_kernel<NB, 1, false, W, CTAS, PF>, dspark_launch_kernel<NB, 1, true, W, CTAS, PF>},
+                        {nullptr, nullptr}}};
+  if constexpr (kThreeTerms) {
+    x.k[1][0] = dspark_launch_kernel<NB, 3, false, W, CTAS, PF>;
+    x.k[1][1] = dspark_launch_kernel<NB, 3, true, W, CTAS, PF>;
+  }
+  return x;
+}
+
+// The builds a plan can take by name (DFSEL_DSPARK_LAUNCH, to measure them); the first two are
+// the defaults, for up to 8 blocks and for more. Measured on one H200 (V 163840, R 256, N 7,
+// BF16, graph replay, 2026-12-03): 8x2n 185.2 / 197.3 / 208.2 us greedy at 1 / 4 / 8 blocks,
+// 8x2p 190.4 / 202.0 / 211.3, 8x2r 187.2 / 201.9 / 211.5; at 16 blocks 16x2n 279.9, 16x2r
+// 295.8, two groups of 8 (8x2n) 303.0; 1 CTA a SM (no spill, 164 to 208 registers) 350 to
+// 400; 3 CTAs a SM (80 registers) spills in the product's loop: 228.9 at 1 block.
+const Instance* find_instance(const char* name, int wide) {
+  static const Instance all[] = {
+      instance<8, 2, 0, true>("8x2n"),
+      instance<16, 2, 0, true>("16x2n"),
+      instance<8, 2, 2, false>("8x2r"),
+      instance<16, 2, 2, false>("16x2r"),
+  };
+  if (!name) return &all[wide];
+  for (const Instance& x : all)
+    if (std::strcmp(x.name, name) == 0) return &x;
+  return nullptr;
 }
 
 }  // namespace
@@ -319,46 +385,57 @@ bool dspark_launch_supported(const DSparkChainArgs& a) {
   return a.n_ranks == 1 && a.v_begin % 4 == 0 && dspark_mma_supported(a);
 }
 
-cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, DSparkLaunch* out) {
+cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char* narrow, const char* wide,
+                                DSparkLaunch* out) {
   if (!dspark_launch_supported(a)) return cudaErrorInvalidValue;
-  const int terms = a.w1_type == DFSEL_TYPE_BF16 ? 1 : 3;  // e is W1's row widened
-  const int nb = kDSparkLaunchGroup;
+  const int three = a.w1_type == DFSEL_TYPE_BF16 ? 0 : 1;  // e is W1's row widened
+  const Instance* pick[2] = {find_instance(narrow, 0), find_instance(wide, 1)};
   DSparkLaunch l{};
-  l.kernels[0] = terms == 1 ? launch_kernel<1, false>() : launch_kernel<3, false>();
-  l.kernels[1] = terms == 1 ? launch_kernel<1, true>() : launch_kernel<3, true>();
-  l.e_pitch = dspark_pitch((size_t)a.R * 2);
+  l.e_pitch = dspark_mma_pitch(a.R);
   l.threads = kDSparkLaunchWarps * 32;
-  l.smem = launch_carve(l.e_pitch, terms, nb, a.R8, a.max_blocks, kDSparkLaunchWarps).total;
-  int optin = 0, sms = 0, per_sm = kDSparkLaunchCtasPerSm;
+  int optin = 0, sms = 0;
   cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (e != cudaSuccess) return e;
-  if (l.smem > (size_t)optin) return cudaErrorInvalidValue;
-  for (LaunchKernel k : l.kernels) {  // one grid for both: every CTA of either must be resident
-    int n = 0;
-    e = raise_shared_memory_limit((const void*)k, l.smem);
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, l.threads, l.smem);
+  l.wide_from = INT32_MAX;
+  for (int w = 0; w < 2; ++w) {
+    if (!pick[w]) return cudaErrorNotSupported;
+    if (!pick[w]->k[three][0]) pick[w] = find_instance(nullptr, w);  // measuring builds: BF16 W1 only
+    // The wide kernels where a run can carry more blocks than a narrow group, and they fit.
+    if (w == 1 && (pick[1]->nb <= pick[0]->nb || a.max_blocks <= pick[0]->nb)) break;
+    DSparkLaunchKernel x2[2];
+    for (int smp = 0; smp < 2 && e == cudaSuccess; ++smp) {
+      DSparkLaunchKernel& x = x2[smp];
+      x.fn = pick[w]->k[three][smp];
+      x.smem = launch_carve(l.e_pitch, three ? 3 : 1, pick[w]->nb, a.R8, a.max_blocks, kDSparkLaunchWarps).total;
+      int n = 0;
+      e = x.smem > (size_t)optin ? cudaErrorInvalidValue : raise_shared_memory_limit((const void*)x.fn, x.smem);
+      if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, x.fn, l.threads, x.smem);
+      if (e == cudaSuccess && n < 1) e = cudaErrorInvalidValue;
+      x.grid = sms * n;
+    }
+    if (w == 1 && e == cudaErrorInvalidValue) break;  // more groups of the narrow kernel instead
     if (e != cudaSuccess) return e;
-    per_sm = n < per_sm ? n : per_sm;
+    l.k[0][w] = x2[0], l.k[1][w] = x2[1];
+    if (w == 1) l.wide_from = pick[0]->nb + 1;
   }
-  if (per_sm < 1) return cudaErrorInvalidValue;
-  l.grid = sms * per_sm;
   *out = l;
   return cudaSuccess;
 }
 
 cudaError_t dspark_launch_run(const DSparkChainArgs& a, const DSparkLaunch& l, cudaStream_t stream) {
+  const DSparkLaunchKernel& x = l.k[a.temperature > 0.0f ? 1 : 0][a.n_blocks >= l.wide_from ? 1 : 0];
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeCooperative;
   attr[0].val.cooperative = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)l.grid);
+  cfg.gridDim = dim3((unsigned)x.grid);
   cfg.blockDim = dim3((unsigned)l.threads);
-  cfg.dynamicSmemBytes = l.smem;
+  cfg.dynamicSmemBytes = x.smem;
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, l.kernels[a.temperature > 0.0f ? 1 : 0], a, l.e_pitch);
+  return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch);
 }
 
 }  // namespace dfsel::cuda

@@ -19,22 +19,33 @@
 
 namespace dfsel::cuda {
 
+// A kernel of the one-launch chain and its launch: every SM's resident CTAs (cooperative).
+struct DSparkLaunchKernel {
+  void (*fn)(DSparkChainArgs, int32_t);
+  int grid;
+  size_t smem;
+};
+
 // How the one-launch chain is launched, decided at plan creation for the plan's largest run.
 struct DSparkLaunch {
-  void (*kernels[2])(DSparkChainArgs, int32_t);  // greedy, sampling: for the plan's e terms and group size
-  int32_t e_pitch;  // bytes between e's term rows in shared memory
-  int grid;         // every SM's resident CTAs (a cooperative launch)
+  DSparkLaunchKernel k[2][2];  // [sampling][wide]: for the plan's e terms
+  int wide_from;               // runs of this many blocks or more take the wide kernels
+  int32_t e_pitch;             // bytes between e's term rows in shared memory
   int threads;
-  size_t smem;
 };
 
 // Whether a plan can take the one-launch chain: one rank, W2 on tensor cores
 // (dspark_mma_supported).
 bool dspark_launch_supported(const DSparkChainArgs& a);
 
-// Chooses the kernel and its grid on `device` for runs of up to a.max_blocks blocks.
-// cudaErrorInvalidValue where dspark_launch_supported is false or shared memory is short.
-cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, DSparkLaunch* out);
+// Chooses the kernels and their grids on `device` for runs of up to a.max_blocks blocks: the
+// builds named `narrow` and `wide` (null: the defaults; kernels/dspark_launch.cu lists them),
+// the wide one for runs of more blocks than a narrow group where it fits (else more narrow
+// groups). A named build that holds BF16-W1 kernels only gives way to the default for other W1.
+// cudaErrorInvalidValue where dspark_launch_supported is false or shared memory is short;
+// cudaErrorNotSupported for a name that is not a build.
+cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char* narrow, const char* wide,
+                                DSparkLaunch* out);
 
 // Every step of the run (after dspark_begin on the same stream).
 cudaError_t dspark_launch_run(const DSparkChainArgs& a, const DSparkLaunch& l, cudaStream_t stream);

@@ -137,16 +137,10 @@ constexpr int kDSparkNormAhead = 4;
 // another count, up to kMaxMmaWarps).
 constexpr int kDSparkMmaWarps = 16;
 constexpr int kDSparkPartsAhead = 4;
-// The one-launch chain (kernels/dspark_launch.cu): warps a CTA, and the CTAs a SM its
-// registers are capped for (fewer where shared memory allows fewer). The chain probe's best at
-// 1 to 8 blocks (V 163840, R 256, N 7, BF16, 2026-12-03) was 8 warps, 3 CTAs a SM; the
-// library's kernel needs 141 to 222 registers uncapped, and spills heavily under 3 CTAs' cap
-// of 85 (nvcc 13.0, sm_90): 2 CTAs, 128 registers, no spill for greedy BF16 up to 8 blocks.
+// The one-launch chain (kernels/dspark_launch.cu): warps a CTA. Its builds (blocks a group,
+// CTAs a SM its registers are capped for, where the next slice's loads go out) and what each
+// measured are listed there; the chain probe's best at 1 to 8 blocks was 8 warps, 3 CTAs a SM,
+// but the library's kernel spills in its product's loop under 3 CTAs' 80 registers.
 constexpr int kDSparkLaunchWarps = 8;
-constexpr int kDSparkLaunchCtasPerSm = 2;
-// Blocks a group of the one-launch chain multiplies at once (mma's 8 columns); more blocks take
-// several groups over the same W2 registers. Groups of 16 held 168 registers uncapped and
-// spilled under the cap (16 blocks: 313.7 us against 8 blocks' 218.8, 2026-12-03).
-constexpr int kDSparkLaunchGroup = 8;
 
 }  // namespace dfsel::cuda

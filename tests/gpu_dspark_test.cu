@@ -665,7 +665,7 @@ TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
 
 // DFSEL_DSPARK_PRODUCT, read at CUDA plan creation: a value other than "", auto, chains, mma or
 // mma-steps is refused, naming the variable and the value, whatever W2 is (a CPU plan does not
-// read it); mma is refused where the tensor cores cannot take W2 (F32, F16 or Q8_0, or R not a
+// read it); mma and mma-steps are refused where the tensor cores cannot take W2 (F32, F16 or Q8_0, or R not a
 // multiple of 32 up to 256), which auto and "" run with the chains, bitwise the CPU backend;
 // where they can, mma, auto and "" give the same bits (one block too: auto takes the tensor
 // cores at every batch).
@@ -715,6 +715,11 @@ TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
       EXPECT_NE(mma.error.find("config.markov_rank a multiple of 32 up to 256 (it is " + std::to_string(c.R) + ")"),
                 std::string::npos)
           << mma.error;
+      const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma-steps");
+      const DSparkResult steps = run_dspark_cuda(c, d, r);
+      EXPECT_EQ(steps.status, DFSEL_UNSUPPORTED) << "DFSEL_DSPARK_PRODUCT=mma-steps: " << steps.error;
+      EXPECT_NE(steps.error.find("DFSEL_DSPARK_PRODUCT = mma-steps needs desc.w2 stored as BF16"), std::string::npos)
+          << steps.error;
     } else {
       ASSERT_EQ(mma.status, DFSEL_SUCCESS) << "DFSEL_DSPARK_PRODUCT=mma: " << mma.error;
       EXPECT_EQ(compare_dspark_with_oracle(c, d, r, mma, kMmaTol), "") << "DFSEL_DSPARK_PRODUCT=mma against the oracle";
@@ -735,7 +740,8 @@ TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
 // with mma-steps a launch a step, as on several ranks: the same bits, for both W1 kinds (one
 // BF16 term of e, or three), one group of 8 blocks and several (up to 21 blocks),
 // greedy and sampling, a confidence head with p_min, d2t, one scale and one a row, a softcap,
-// both layouts, sharded W1, and shards whose rows are not a whole number of slices.
+// both layouts, sharded W1, and shards whose rows are not a whole number of slices; and every
+// build of the one launch (DFSEL_DSPARK_LAUNCH) gives the same bits.
 TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
@@ -787,6 +793,20 @@ TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
       ASSERT_EQ(steps.status, DFSEL_SUCCESS) << steps.error;
       EXPECT_EQ(dspark_bitwise_diff(one, steps), "") << "one launch against a launch a step";
       EXPECT_EQ(compare_dspark_with_oracle(c, d, r, one, kMmaTol), "") << "one launch against the oracle";
+      // The other builds of the one launch (groups of 8 only or of 16 only, the next slice's
+      // loads chunk by chunk), and a name that is none.
+      for (const char* build : {"8x2r/16x2r", "8x2n/8x2n", "16x2n"}) {
+        SCOPED_TRACE(std::string("DFSEL_DSPARK_LAUNCH=") + build);
+        const ScopedEnv env("DFSEL_DSPARK_LAUNCH", build);
+        const DSparkResult x = run_dspark_cuda(c, d, r);
+        ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+        EXPECT_EQ(dspark_bitwise_diff(x, one), "");
+      }
+      const ScopedEnv env("DFSEL_DSPARK_LAUNCH", "8x3n");
+      const DSparkResult bad = run_dspark_cuda(c, d, r);
+      EXPECT_EQ(bad.status, DFSEL_INVALID_ARGUMENT) << bad.error;
+      EXPECT_NE(bad.error.find("DFSEL_DSPARK_LAUNCH = \"8x3n\" must be NARROW or NARROW/WIDE"), std::string::npos)
+          << bad.error;
     }
 }
 
@@ -887,28 +907,30 @@ TEST(GpuDSpark, SmallShapesForSanitizers) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (int S : {1, 3})
-    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED}) {
-      DSparkCase c;
-      c.V = 517;
-      c.R = S == 1 ? 256 : pl == DFSEL_CODEBOOKS_REPLICATED ? 20 : 32;
-      c.E = 12;
-      c.N = 3;
-      c.blocks = 2;
-      c.from_anchor = pl == DFSEL_CODEBOOKS_REPLICATED;
-      c.d2t = S == 1 && pl == DFSEL_CODEBOOKS_REPLICATED;
-      c.V_target = c.d2t ? 600 : c.V;
-      c.w2_t = S == 1 ? DFSEL_TYPE_Q4_K : DFSEL_TYPE_BF16;
-      c.logits_t = S == 1 ? DFSEL_TYPE_F32 : DFSEL_TYPE_F16;
-      c.scale_rows = S == 1 ? 2 : 1;
-      c.logits_pad = 3;
-      DSparkRunOpts r;
-      if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
-      r.placement = pl;
-      r.temperature = pl == DFSEL_CODEBOOKS_SHARDED ? 0.9f : 0.0f;
-      r.p_min = 0.3f;
-      r.seed = rng();
-      expect_matches_cpu(c, rng(), r);
-    }
+    for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
+      for (int blocks : {2, 11}) {  // one rank, 11 blocks: the one launch's groups of 16
+        if (S > 1 && blocks > 2) continue;
+        DSparkCase c;
+        c.V = 517;
+        c.R = S == 1 ? 256 : pl == DFSEL_CODEBOOKS_REPLICATED ? 20 : 32;
+        c.E = 12;
+        c.N = 3;
+        c.blocks = blocks;
+        c.from_anchor = pl == DFSEL_CODEBOOKS_REPLICATED;
+        c.d2t = S == 1 && pl == DFSEL_CODEBOOKS_REPLICATED;
+        c.V_target = c.d2t ? 600 : c.V;
+        c.w2_t = S == 1 ? DFSEL_TYPE_Q4_K : DFSEL_TYPE_BF16;
+        c.logits_t = S == 1 ? DFSEL_TYPE_F32 : DFSEL_TYPE_F16;
+        c.scale_rows = S == 1 ? 2 : 1;
+        c.logits_pad = 3;
+        DSparkRunOpts r;
+        if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
+        r.placement = pl;
+        r.temperature = pl == DFSEL_CODEBOOKS_SHARDED ? 0.9f : 0.0f;
+        r.p_min = 0.3f;
+        r.seed = rng();
+        expect_matches_cpu(c, rng(), r);
+      }
   DSparkCase c;
   c.V = 300;
   c.blocks = 2;

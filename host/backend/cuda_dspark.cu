@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "host/backend/cuda_status.h"
@@ -27,7 +28,9 @@ struct DSparkCudaCarve {
   size_t send, recv, e, hconf, state, partials, l, ticket, inputs, error, slots, barrier, total;
 };
 
-DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh, int grid) {
+// The workspace of a plan: the passes' per-CTA partials for `grid` CTAs (0: the plan runs the
+// one-launch chain), or the one-launch chain's slots and barrier.
+DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh, int grid, bool one_launch) {
   const size_t maxb = (size_t)desc.config.max_blocks, vs = (size_t)(sh.v_end - sh.v_begin);
   const DSparkLayout lay = sh.layout_for(desc.config.max_blocks);
   DSparkCudaCarve c{};
@@ -53,8 +56,8 @@ DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh,
   c.ticket = take(1, sizeof(uint32_t));
   c.inputs = take(maxb, sizeof(uint32_t));
   c.error = take(cuda::kDSparkErrors, sizeof(int32_t));
-  c.slots = take((size_t)(sh.N + 2) * maxb, sizeof(cuda::DSparkStepSlot));
-  c.barrier = take(2, sizeof(uint32_t));
+  c.slots = take(one_launch ? (size_t)(sh.N + 2) * maxb : 0, sizeof(cuda::DSparkStepSlot));
+  c.barrier = take(one_launch ? 1 : 0, sizeof(uint32_t));
   c.total = overflow ? SIZE_MAX : off;
   return c;
 }
@@ -143,12 +146,23 @@ Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::D
   DFSEL_TRY(asked_product(a, d, &mma, &steps));
   *one_launch = mma && !steps && cuda::dspark_launch_supported(a);
   if (*one_launch) {
-    const cudaError_t e = cuda::dspark_launch_setup(a, d.device, launch);
+    // DFSEL_DSPARK_LAUNCH ("NARROW" or "NARROW/WIDE"): builds of the one-launch kernel to
+    // measure instead of the defaults (kernels/dspark_launch.cu names them).
+    const char* env = std::getenv("DFSEL_DSPARK_LAUNCH");
+    std::string narrow = env && *env ? env : "", wide;
+    if (const size_t at = narrow.find('/'); at != std::string::npos) wide = narrow.substr(at + 1), narrow.resize(at);
+    const cudaError_t e = cuda::dspark_launch_setup(a, d.device, narrow.empty() ? nullptr : narrow.c_str(),
+                                                    wide.empty() ? nullptr : wide.c_str(), launch);
+    if (e == cudaErrorNotSupported)
+      return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_LAUNCH = \"%s\" must be NARROW or NARROW/WIDE, each a build of "
+                  "the one-launch chain: 8x2n, 16x2n, 8x2r or 16x2r (unset it for the defaults)", env);
     if (e == cudaErrorInvalidValue)
       return fail(DFSEL_UNSUPPORTED, "the one-launch DSpark chain for R = %d and config.max_blocks = %d does not fit the "
                   "shared memory of device %d (DFSEL_DSPARK_PRODUCT=mma-steps runs it a launch a step)", sh.R,
                   d.config.max_blocks, d.device);
     DFSEL_CUDA_TRY(e, "setting up the one-launch DSpark chain");
+    *out = cuda::DSparkPassLaunch{};  // no pass runs: grid 0, no partials
+    return Status::success();
   }
   const cudaError_t e = cuda::dspark_pass_setup(a, d.device, asked, mma, out);
   if (e == cudaErrorInvalidValue && asked.rows > cuda::kDSparkTiles[0].rows && !mma)
@@ -178,7 +192,7 @@ class CudaDSpark final : public DSparkBackend {
     DFSEL_TRY(check_device(d_.device));
     DeviceGuard g(d_.device);
     DFSEL_TRY(plan_pass(d_, sh_, &pass_, &launch_, &one_launch_));
-    c_ = carve(d_, sh_, pass_.grid);
+    c_ = carve(d_, sh_, pass_.grid, one_launch_);
     if (c_.total == SIZE_MAX)
       return fail(DFSEL_OUT_OF_MEMORY, "the DSpark workspace for config.max_blocks = %d does not fit the address space",
                   d_.config.max_blocks);
@@ -193,8 +207,8 @@ class CudaDSpark final : public DSparkBackend {
     a_.l_store = reinterpret_cast<float*>(base_ + c_.l);
     a_.ticket = reinterpret_cast<uint32_t*>(base_ + c_.ticket);
     a_.inputs = reinterpret_cast<uint32_t*>(base_ + c_.inputs);
-    a_.slots = reinterpret_cast<cuda::DSparkStepSlot*>(base_ + c_.slots);
-    a_.barrier = reinterpret_cast<uint32_t*>(base_ + c_.barrier);
+    a_.slots = one_launch_ ? reinterpret_cast<cuda::DSparkStepSlot*>(base_ + c_.slots) : nullptr;
+    a_.barrier = one_launch_ ? reinterpret_cast<uint32_t*>(base_ + c_.barrier) : nullptr;
     // A group's ranks compare conf_w through their records: its digest, taken once here.
     if (sh_.n_ranks > 1 && d_.conf_w.data) DFSEL_TRY(device_matrix_digest(d_.conf_w, d_.device, "conf_w", &a_.conf_w_digest));
     a_.error = reinterpret_cast<int32_t*>(base_ + c_.error);
@@ -296,7 +310,7 @@ Status cuda_dspark_workspace_bytes(const dfsel_dspark_plan_desc& desc, const DSp
   cuda::DSparkLaunch launch{};
   bool one_launch = false;
   DFSEL_TRY(plan_pass(desc, shape, &pass, &launch, &one_launch));
-  *bytes = carve(desc, shape, pass.grid).total;
+  *bytes = carve(desc, shape, pass.grid, one_launch).total;
   return Status::success();
 }
 

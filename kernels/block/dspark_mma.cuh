@@ -85,12 +85,25 @@ __device__ __forceinline__ void dspark_slice_loads(const uint8_t* w2, size_t str
   }
 }
 
+// The bytes between e's term rows in shared memory: 2R rounded up to 64, and 64 more where that
+// is a multiple of 128, so that the two rows a quarter-warp's 16-byte reads meet (4 lanes a row,
+// 64 bytes each) fall on different banks.
+DFSEL_HD int dspark_mma_pitch(int R) {
+  const int p = (2 * R + 63) / 64 * 64;
+  return p % 128 == 0 ? p + 64 : p;
+}
+
+struct DSparkNoReload {
+  __device__ void operator()(int) const {}
+};
+
 // acc[n] = the slice (rows g8 and g8 + 8 in wa, wb) times the e rows 8n .. 8n + 7 from e_g, in
-// mma's fragment layout (kernels/common/mma.cuh); chunks c < chunks, steps in order.
-template <int NT>
-__device__ __forceinline__ void dspark_slice_mma(const uint4 (&wa)[kDSparkMmaChunks], const uint4 (&wb)[kDSparkMmaChunks],
+// mma's fragment layout (kernels/common/mma.cuh); chunks c < chunks, steps in order. after(c)
+// runs once chunk c's registers are read (to load the next slice's chunk c into them).
+template <int NT, class After = DSparkNoReload>
+__device__ __forceinline__ void dspark_slice_mma(uint4 (&wa)[kDSparkMmaChunks], uint4 (&wb)[kDSparkMmaChunks],
                                                  const uint8_t* e_g, int e_pitch, int chunks, int lane,
-                                                 float (&acc)[NT][4]) {
+                                                 float (&acc)[NT][4], After after = {}) {
 #pragma unroll
   for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   const uint8_t* e_lane = e_g + (size_t)(lane >> 2) * e_pitch + 16 * (lane & 3);
@@ -103,6 +116,7 @@ __device__ __forceinline__ void dspark_slice_mma(const uint4 (&wa)[kDSparkMmaChu
       mma_bf16(acc[n], wa[c].x, wb[c].x, wa[c].y, wb[c].y, b.x, b.y);
       mma_bf16(acc[n], wa[c].z, wb[c].z, wa[c].w, wb[c].w, b.z, b.w);
     }
+    after(c);
   }
 }
 

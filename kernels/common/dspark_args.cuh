@@ -84,8 +84,9 @@ struct DSparkChainArgs {
   uint32_t* ticket;          // CTAs done with the pass; the last one resets it
   uint32_t* inputs;          // [max_blocks] several ranks: the inputs word of each block's records
   DSparkStepSlot* slots;     // [N + 2][max_blocks] the one-launch chain's exchanges, zeroed by begin
-  uint32_t* barrier;         // [2] the one-launch chain's grid barrier: arrivals (zeroed by begin),
-                             // generation
+                             // (null where the plan runs the passes)
+  uint32_t* barrier;         // [1] the one-launch chain's grid barrier: arrivals since begin zeroed
+                             // it (null where the plan runs the passes)
   int32_t* error;            // [0]: 1 + the lowest block with a bad anchor; [1]: 1 + a block
                              // whose anchor row no rank held; [2..6]: 1, then the draft id, target
                              // id, block and step of a d2t entry changed out of range; [7]: 1 +

@@ -1,8 +1,7 @@
-// A barrier over every CTA of a cooperative launch (all of them resident), reusable from one
-// launch to the next without a reset: an arrival counter that the last arriver clears, and a
-// generation word that it advances. Every write a CTA made before the barrier is visible to
-// every CTA after it (the CTA's barrier, then a GPU-scope fence before the arrival, and an
-// acquiring read of the generation after it).
+// A barrier over every CTA of a cooperative launch (all of them resident): a counter of
+// arrivals that a kernel before the launch zeroes. Every write a CTA made before the barrier is
+// visible to every CTA after it (the CTA's barrier, then a GPU-scope fence before the arrival,
+// and an acquiring read of the counter after it).
 #pragma once
 
 #include <stdint.h>
@@ -15,24 +14,17 @@ __device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
   return v;
 }
 
-__device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-// bar[0]: arrivals (0 between barriers), bar[1]: the generation. The whole CTA calls it.
-__device__ __forceinline__ void grid_barrier(uint32_t* bar) {
+// *arrivals counts every CTA's arrivals since it was last zeroed (by a kernel before the
+// launch); the n-th barrier of the launch returns once n x the grid's CTAs have arrived. An
+// arrival is one fire-and-forget add and the wait one polled word: no reset, no generation,
+// no round trip of a last arriver. The whole CTA calls it, every CTA the same number of times.
+__device__ __forceinline__ void grid_barrier(uint32_t* arrivals, uint32_t n) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    // The generation cannot move before this CTA arrives, so this is the current one.
-    const uint32_t gen = ld_acquire_gpu(bar + 1);
+    const uint32_t target = n * gridDim.x * gridDim.y * gridDim.z;
     __threadfence();
-    if (atomicAdd(bar, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
-      atomicExch(bar, 0u);  // before the generation moves: nobody arrives at the next one sooner
-      __threadfence();
-      st_release_gpu(bar + 1, gen + 1);
-    } else {
-      while (ld_acquire_gpu(bar + 1) == gen) {
-      }
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(arrivals) : "memory");
+    while (ld_acquire_gpu(arrivals) < target) {
     }
   }
   __syncthreads();
