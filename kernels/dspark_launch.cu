@@ -55,8 +55,8 @@ DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int ma
 
 // NB: the blocks of a group (8: mma's columns); TERMS: e's BF16 terms (1 or 3);
 // SAMPLING: temperature > 0 (greedy steps keep no l and no normaliser, and fewer registers);
-// PF: where the next slice's loads go out: 0 at its start, 2 chunk by chunk as this slice's
-// product frees their registers (1, after this slice's product, measured slower and is gone).
+// PF: where the next slice's loads go out: 0 at its start, 1 after this slice's product, 2
+// chunk by chunk as this slice's product frees their registers.
 template <int NB, int TERMS, bool SAMPLING, int WARPS, int MINB, int PF>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     dspark_launch_kernel(const __grid_constant__ DSparkChainArgs a, const int32_t e_pitch) {
@@ -185,6 +185,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
           held = ns;
         } else {
           dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc);
+          // The next slice's loads, in flight under this one's keys.
+          if (PF == 1 && next) load(slice_of(i + 1));
         }
         // Sampling: the Gumbel noise of the lane's elements. The 8 lanes of a column t share
         // the slice's 4 x kSlots Philox calls (ids 4c .. 4c + 3 of the 16 rows, for the
@@ -336,8 +338,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 using LaunchKernel = void (*)(DSparkChainArgs, int32_t);
 
 // A build of the kernel: NB blocks a group, registers capped for CTAS CTAs a SM, the next
-// slice's loads issued at its start (n) or chunk by chunk as this one's product frees their
-// registers (r). Its kernels for e's 1 or
+// slice's loads issued at its start (n), under this one's keys (p) or chunk by chunk as this
+// one's product frees their registers (r). Its kernels for e's 1 or
 // 3 terms, greedy and sampling; those not built are null (a plan whose W1 needs them takes the
 // default's).
 struct Instance {
@@ -360,11 +362,10 @@ Instance instance(const char* name) {
 
 // The builds a plan can take by name (DFSEL_DSPARK_LAUNCH, to measure them); the first two are
 // the defaults, for up to 8 blocks and for more. Measured on one H200 (V 163840, R 256, N 7,
-// BF16, graph replay, 2026-12-03): 8x2n 185.2 / 197.3 / 208.2 us greedy at 1 / 4 / 8 blocks, the
-// loads after the product (8x2p, gone) 190.4 / 202.0 / 211.3, 8x2r 187.2 / 201.9 / 211.5; at 16
-// blocks 16x2n 279.9, 16x2r 295.8, two groups of 8 (8x2n) 303.0; 1 CTA a SM (no spill, 164 to 208
-// registers) 350 to 400; 3 CTAs a SM (80 registers) spills in the product's loop: 228.9 at 1
-// block.
+// BF16, graph replay, 2026-12-03): 8x2n 185.2 / 197.3 / 208.2 us greedy at 1 / 4 / 8 blocks,
+// 8x2p 190.4 / 202.0 / 211.3, 8x2r 187.2 / 201.9 / 211.5; at 16 blocks 16x2n 279.9, 16x2r
+// 295.8, two groups of 8 (8x2n) 303.0; 1 CTA a SM (no spill, 164 to 208 registers) 350 to
+// 400; 3 CTAs a SM (80 registers) spills in the product's loop: 228.9 at 1 block.
 const Instance* find_instance(const char* name, int wide) {
   static const Instance all[] = {
       instance<8, 2, 0, true>("8x2n"),
