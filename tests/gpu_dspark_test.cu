@@ -665,10 +665,10 @@ TEST(GpuDSpark, TileOverrideIsCheckedAndChangesNoBit) {
 
 // DFSEL_DSPARK_PRODUCT, read at CUDA plan creation: a value other than "", auto, chains, mma or
 // mma-steps is refused, naming the variable and the value, whatever W2 is (a CPU plan does not
-// read it); mma and mma-steps are refused where the tensor cores cannot take W2 (F32, F16 or Q8_0, or R not a
-// multiple of 32 up to 256), which auto and "" run with the chains, bitwise the CPU backend;
-// where they can, mma, auto and "" give the same bits (one block too: auto takes the tensor
-// cores at every batch).
+// read it); mma and mma-steps are refused where the tensor cores cannot take W2 (F32, F16 or
+// Q8_0, or R not a multiple of 32 up to 256), which auto and "" run with the chains, bitwise the
+// CPU backend; where they can, mma, auto and "" give the same bits (one block too: auto takes
+// the tensor cores at every batch).
 TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
