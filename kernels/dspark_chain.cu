@@ -377,7 +377,6 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
   // The last CTA: every CTA's parts into the records, a warp a block; on one rank the merge.
   __threadfence();
   if (tid == 0) *a.ticket = 0;
-  const DSparkLayout& lay = a.layout;
   for (int b = warp; b < a.n_blocks; b += n_warps) {
     uint64_t kk = 0;
     float lg = 0.0f;
@@ -420,27 +419,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
       norm_add(&ns, lo, hi);
     }
     kk = (uint64_t)__shfl_sync(kFullWarp, (unsigned)(kk >> 32), 0) << 32 | __shfl_sync(kFullWarp, (unsigned)kk, 0);
-    const bool won = (flags[b] & kFlagActive) && kk != 0;
-    const CandRec c = cand_from_key(kk);
-    const int64_t local = c.id - a.v_begin;
-    if (lane == 0) {
-      DSparkRecord rec = empty_dspark_record();
-      rec.anchor = anchor, rec.inputs = inputs;
-      if (flags[b] & kFlagEmitted) rec.norm_lo = ns.lo, rec.norm_hi = ns.hi;
-      if (won) {
-        rec.key = c.z;
-        rec.draft_id = c.id;
-        rec.target_id = a.d2t ? a.d2t[local] : c.id;
-        rec.logit = lg;
-        rec.row_max = row_max_of(mm);
-      }
-      *dspark_record(lay, a.send, b) = rec;
-    }
-    if (won && lay.row_bytes) {  // the next step's W1 row travels with the record
-      const uint8_t* src = a.w1 + (size_t)local * a.w1_stride;
-      uint8_t* dst = dspark_record_row(lay, a.send, b);
-      for (size_t i = lane; i < lay.row_bytes; i += 32) dst[i] = src[i];
-    }
+    dspark_send_record(a, b, flags[b], kk, lg, mm, ns, anchor, inputs, lane);
     if (a.n_ranks == 1) {
       __syncwarp();
       dspark_merge_block(a, k, b, lane);

@@ -10,6 +10,7 @@
 #include "kernels/block/dspark_mma.cuh"
 #include "kernels/block/dspark_rows.cuh"
 #include "kernels/cluster_launch.cuh"
+#include "kernels/common/chain.cuh"
 #include "kernels/common/grid_barrier.cuh"
 #include "kernels/common/order.cuh"
 #include "kernels/common/warp.cuh"
@@ -20,15 +21,15 @@ namespace dfsel::cuda {
 
 namespace {
 
-// The kernel's dynamic shared memory, by offset: e of every group as BF16 terms (the pass's
+// The kernel's dynamic shared memory, by offset: each warp's stage (staged builds), e of every group as BF16 terms (the pass's
 // layout), e as floats and the state of every block (this CTA's copy of the chain), the
 // records of the step taken, each warp's bests, and per block the normaliser part, its
 // base-logits row and its place in the lists of the step.
 struct LaunchCarve {
-  size_t terms, e, state, rec, warp_best, norm_lo, norm_hi, z_row, active, emitted, misc, total;
+  size_t stage, terms, e, state, rec, warp_best, norm_lo, norm_hi, z_row, active, emitted, flags, misc, total;
 };
 
-DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int max_blocks, int warps) {
+DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int max_blocks, int warps, bool staged) {
   LaunchCarve c;
   size_t off = 0;
   auto take = [&](size_t bytes, size_t align) {
@@ -38,6 +39,7 @@ DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int ma
     return at;
   };
   const size_t mb = (size_t)max_blocks, groups = (mb + nb - 1) / nb;
+  c.stage = take(staged ? (size_t)warps * kDSparkStagePieces * 16 : 0, 16);
   c.terms = take(groups * terms * nb * (size_t)e_pitch, 16);
   c.e = take(mb * R8 * sizeof(float), 16);
   c.state = take(mb * sizeof(DSparkChainState), 16);
@@ -48,6 +50,7 @@ DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int ma
   c.z_row = take(mb * 8, 8);
   c.active = take(mb * 4, 4);
   c.emitted = take(mb * 4, 4);
+  c.flags = take(mb, 4);
   c.misc = take(4 * 4, 4);
   c.total = (off + 127) / 128 * 128;
   return c;
@@ -56,12 +59,14 @@ DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int ma
 // NB: the blocks of a group (8: mma's columns); TERMS: e's BF16 terms (1 or 3);
 // SAMPLING: temperature > 0 (greedy steps keep no l and no normaliser, and fewer registers);
 // PF: where the next slice's loads go out: 0 at its start, 1 after this slice's product, 2
-// chunk by chunk as this slice's product frees their registers.
+// chunk by chunk as this slice's product frees their registers, 3 the same but into the warp's
+// stage in shared memory (asynchronous copies), taken into registers at the slice's start.
 template <int NB, int TERMS, bool SAMPLING, int WARPS, int MINB, int PF>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
-    dspark_launch_kernel(const __grid_constant__ DSparkChainArgs a, const int32_t e_pitch) {
+    dspark_launch_kernel(const __grid_constant__ DSparkChainArgs a, const int32_t e_pitch, const int32_t k_first,
+                         const int32_t k_last) {
   extern __shared__ __align__(128) uint8_t smem[];
-  const LaunchCarve sc = launch_carve(e_pitch, TERMS, NB, a.R8, a.max_blocks, WARPS);
+  const LaunchCarve sc = launch_carve(e_pitch, TERMS, NB, a.R8, a.max_blocks, WARPS, PF == 3);
   uint8_t* terms = smem + sc.terms;
   float* e_f = reinterpret_cast<float*>(smem + sc.e);
   DSparkChainState* st_s = reinterpret_cast<DSparkChainState*>(smem + sc.state);
@@ -72,6 +77,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const uint8_t** z_row = reinterpret_cast<const uint8_t**>(smem + sc.z_row);
   int32_t* active = reinterpret_cast<int32_t*>(smem + sc.active);
   int32_t* emitted = reinterpret_cast<int32_t*>(smem + sc.emitted);
+  uint8_t* flags = smem + sc.flags;
   int32_t* misc = reinterpret_cast<int32_t*>(smem + sc.misc);
 
   static_assert(NB == 8 || NB == 16, "a lane's Philox calls cover its slots two at a time");
@@ -92,12 +98,34 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 
   // W2 is the plan's, written by no kernel: the first slice is loaded before anything else.
   uint4 wa[kDSparkMmaChunks], wb[kDSparkMmaChunks];
-  int64_t held = -1;  // the slice in wa, wb
+  int64_t held = -1, staged = -1;  // the slice in wa, wb; in (or on its way to) the warp's stage
+  uint4* stage = reinterpret_cast<uint4*>(smem + sc.stage) + (size_t)warp * kDSparkStagePieces;
   auto load = [&](int64_t sl) {
-    dspark_slice_loads<false>(a.w2, a.w2_stride, sl * 16 + g8, sl * 16 + g8 + 8, vs, chunks, lane, wa, wb);
+    if constexpr (PF == 3) {
+      if (staged != sl) {
+        for (int c = 0; c < chunks; ++c)
+          dspark_stage_chunk(stage, a.w2, a.w2_stride, sl * 16 + g8, sl * 16 + g8 + 8, vs, c, lane);
+        cp_async_commit();
+      }
+      dspark_stage_take(stage, chunks, lane, wa, wb);
+      staged = -1;
+    } else {
+      dspark_slice_loads<false>(a.w2, a.w2_stride, sl * 16 + g8, sl * 16 + g8 + 8, vs, chunks, lane, wa, wb);
+    }
     held = sl;
   };
-  if (n_mine > 0) load(wg);
+  if (n_mine > 0) {
+    if constexpr (PF == 3) {
+      for (int c = 0; c < chunks; ++c)
+        dspark_stage_chunk(stage, a.w2, a.w2_stride, wg * 16 + g8, wg * 16 + g8 + 8, vs, c, lane);
+      cp_async_commit();
+      staged = wg;
+    } else {
+      load(wg);
+    }
+  }
+  chain_release();
+  chain_wait();  // a step of several ranks: the merge before it has written the states and e
   for (int b = tid; b < a.n_blocks; b += blockDim.x) st_s[b] = a.state[b];
   for (int i = tid; i < a.n_blocks * a.R8; i += blockDim.x) e_f[i] = a.e[i];
 
@@ -110,15 +138,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     for (int q = 0; q < kSlots; ++q) bk[q] = 0, bl[q] = 0.0f, bm[q] = 0;
   };
 
-  const int last = a.N + (sampling ? 1 : 0);
-  for (int k = 1; k <= last; ++k) {
+  const bool ranks = a.n_ranks > 1;
+  for (int k = k_first; k <= k_last; ++k) {
     __syncthreads();  // the states of the step before taken, its lists and bests read
     const bool reads_w2 = k <= a.N;
     for (int i = tid; i < WARPS * a.n_blocks; i += blockDim.x) warp_best[i] = DSparkWarpBest{0, 0.0f, 0u};
     for (int b = tid; b < a.n_blocks; b += blockDim.x) norm_lo[b] = 0, norm_hi[b] = 0;
     // The blocks that draft this step (with their base-logits rows) and those whose last
     // step's normaliser is pending, in block order.
-    if (warp == 0) dspark_step_lists(a, st_s, k, reads_w2, sampling, lane, active, z_row, emitted, nullptr, misc);
+    if (warp == 0) dspark_step_lists(a, st_s, k, reads_w2, sampling, lane, active, z_row, emitted, flags, misc);
     __syncthreads();
     const int n_act = misc[0], n_emit = misc[1];
     const int n_groups = (n_act + NB - 1) / NB;
@@ -183,6 +211,13 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
             wb[c] = nb < vs ? dspark_w2_load<false>(pb + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
           });
           held = ns;
+        } else if (PF == 3 && next) {  // the same into the stage: the registers were read
+          const int64_t ns = slice_of(i + 1);
+          dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc, [&](int c) {
+            dspark_stage_chunk(stage, a.w2, a.w2_stride, ns * 16 + g8, ns * 16 + g8 + 8, vs, c, lane);
+          });
+          cp_async_commit();
+          staged = ns;
         } else {
           dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc);
           // The next slice's loads, in flight under this one's keys.
@@ -191,8 +226,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
         // Sampling: the Gumbel noise of the lane's elements. The 8 lanes of a column t share
         // the slice's 4 x kSlots Philox calls (ids 4c .. 4c + 3 of the 16 rows, for the
         // blocks of its slots), kCalls a lane, and pass the words round: lane g8 calls for row
-        // quad g8 % 4 and slots g8 / 4 + 2j, the bits of markov_gumbel (a.v_begin is 0, and
-        // slices start at multiples of 16).
+        // quad g8 % 4 and slots g8 / 4 + 2j, the bits of markov_gumbel (a.v_begin is a multiple
+        // of 4, and slices start at multiples of 16).
         float gum[2][kSlots];
         if constexpr (SAMPLING) {
           Philox4 mine[kCalls];
@@ -200,7 +235,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
           for (int j = 0; j < kCalls; ++j) {
             const int gi_mine = g * NB + slot_block((g8 >> 2) + 2 * j, lane);
             mine[j] = markov_philox(a.seed, (uint32_t)(gi_mine < n_act ? active[gi_mine] : 0), (uint32_t)k,
-                                    (uint32_t)(r0 >> 2) + (uint32_t)(g8 & 3));
+                                    (uint32_t)((a.v_begin + r0) >> 2) + (uint32_t)(g8 & 3));
           }
 #pragma unroll
           for (int ri = 0; ri < 2; ++ri)
@@ -279,6 +314,33 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
         atomicAdd(&s->norm_hi, hi + (old + lo < old ? 1ull : 0ull));
       }
     }
+    // Several ranks, a launch a step: the last CTA to fold its part in writes this rank's
+    // records from the slots, and the exchange and the merge take the step.
+    if (ranks) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) misc[2] = atomicAdd(a.ticket, 1u) == gridDim.x - 1 ? 1 : 0;
+      __syncthreads();
+      if (!misc[2]) continue;
+      __threadfence();
+      if (tid == 0) *a.ticket = 0;
+      for (int b = warp; b < a.n_blocks; b += WARPS) {
+        const DSparkStepSlot* s = a.slots + (size_t)k * a.max_blocks + b;
+        const uint64_t kk = (uint64_t)__ldcg(&s->key);
+        float lg = 0.0f;
+        int32_t anchor = 0;
+        uint32_t inputs = 0;
+        uint32_t mm = 0;
+        NormSum ns{0, 0};
+        if (lane == 0) {
+          if (kk != 0) lg = __ldcg(l_now + (size_t)b * vs + (cand_from_key(kk).id - a.v_begin));
+          anchor = a.anchors[b], inputs = __ldcg(a.inputs + b), mm = __ldcg(&s->row_max);
+          ns = NormSum{(uint64_t)__ldcg(&s->norm_lo), (uint64_t)__ldcg(&s->norm_hi)};
+        }
+        dspark_send_record(a, b, flags[b], kk, lg, mm, ns, anchor, inputs, lane);
+      }
+      continue;
+    }
     // The next step's first slice: its base logits asked into the L2 now, so that the loads
     // after the barrier find them there (W2's rows are in registers already when the walk
     // turns, as it does every step).
@@ -333,9 +395,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       }
     }
   }
+  if constexpr (PF == 3) cp_async_wait(0);  // a slice staged for a step that read none lands first
 }
 
-using LaunchKernel = void (*)(DSparkChainArgs, int32_t);
+using LaunchKernel = void (*)(DSparkChainArgs, int32_t, int32_t, int32_t);
 
 // A build of the kernel: NB blocks a group, registers capped for CTAS CTAs a SM, the next
 // slice's loads issued at its start (n), under this one's keys (p) or chunk by chunk as this
@@ -345,13 +408,14 @@ using LaunchKernel = void (*)(DSparkChainArgs, int32_t);
 struct Instance {
   const char* name;
   int nb;
+  bool staged;
   LaunchKernel k[2][2];  // [3 terms][sampling]
 };
 
 template <int NB, int CTAS, int PF, bool kThreeTerms>
 Instance instance(const char* name) {
   constexpr int W = kDSparkLaunchWarps;
-  Instance x{name, NB, {{dspark_launch_kernel<NB, 1, false, W, CTAS, PF>, dspark_launch_kernel<NB, 1, true, W, CTAS, PF>},
+  Instance x{name, NB, PF == 3, {{dspark_launch_kernel<NB, 1, false, W, CTAS, PF>, dspark_launch_kernel<NB, 1, true, W, CTAS, PF>},
                         {nullptr, nullptr}}};
   if constexpr (kThreeTerms) {
     x.k[1][0] = dspark_launch_kernel<NB, 3, false, W, CTAS, PF>;
@@ -372,6 +436,8 @@ const Instance* find_instance(const char* name, int wide) {
       instance<16, 2, 0, true>("16x2n"),
       instance<8, 2, 2, false>("8x2r"),
       instance<16, 2, 2, false>("16x2r"),
+      instance<8, 2, 3, true>("8x2s"),
+      instance<16, 2, 3, true>("16x2s"),
   };
   if (!name) return &all[wide];
   for (const Instance& x : all)
@@ -382,7 +448,7 @@ const Instance* find_instance(const char* name, int wide) {
 }  // namespace
 
 bool dspark_launch_supported(const DSparkChainArgs& a) {
-  return a.n_ranks == 1 && a.v_begin % 4 == 0 && dspark_mma_supported(a);
+  return a.v_begin % 4 == 0 && dspark_mma_supported(a);
 }
 
 cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char* narrow, const char* wide,
@@ -407,7 +473,8 @@ cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char
     for (int smp = 0; smp < 2 && e == cudaSuccess; ++smp) {
       DSparkLaunchKernel& x = x2[smp];
       x.fn = pick[w]->k[three][smp];
-      x.smem = launch_carve(l.e_pitch, three ? 3 : 1, pick[w]->nb, a.R8, a.max_blocks, kDSparkLaunchWarps).total;
+      x.smem = launch_carve(l.e_pitch, three ? 3 : 1, pick[w]->nb, a.R8, a.max_blocks, kDSparkLaunchWarps, pick[w]->staged)
+                   .total;
       int n = 0;
       e = x.smem > (size_t)optin ? cudaErrorInvalidValue : raise_shared_memory_limit((const void*)x.fn, x.smem);
       if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, x.fn, l.threads, x.smem);
@@ -435,7 +502,14 @@ cudaError_t dspark_launch_run(const DSparkChainArgs& a, const DSparkLaunch& l, c
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch);
+  return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch, (int32_t)1, a.N + (a.temperature > 0.0f ? 1 : 0));
+}
+
+cudaError_t dspark_launch_step(const DSparkChainArgs& a, const DSparkLaunch& l, int32_t k, cudaStream_t stream) {
+  const DSparkLaunchKernel& x = l.k[a.temperature > 0.0f ? 1 : 0][a.n_blocks >= l.wide_from ? 1 : 0];
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)x.grid), l.threads, x.smem, stream, 1, true, attr);
+  return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch, k, k);
 }
 
 }  // namespace dfsel::cuda

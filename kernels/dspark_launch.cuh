@@ -21,7 +21,7 @@ namespace dfsel::cuda {
 
 // A kernel of the one-launch chain and its launch: every SM's resident CTAs (cooperative).
 struct DSparkLaunchKernel {
-  void (*fn)(DSparkChainArgs, int32_t);
+  void (*fn)(DSparkChainArgs, int32_t, int32_t, int32_t);  // (args, e pitch, first step, last step)
   int grid;
   size_t smem;
 };
@@ -34,8 +34,9 @@ struct DSparkLaunch {
   int threads;
 };
 
-// Whether a plan can take the one-launch chain: one rank, W2 on tensor cores
-// (dspark_mma_supported).
+// Whether a plan can take the one-launch chain's kernel: W2 on tensor cores
+// (dspark_mma_supported), the shard starting at a multiple of 4 rows (the noise's Philox calls
+// are shared by 4 ids). One rank runs it as the whole chain, several a launch a step.
 bool dspark_launch_supported(const DSparkChainArgs& a);
 
 // Chooses the kernels and their grids on `device` for runs of up to a.max_blocks blocks: the
@@ -47,7 +48,13 @@ bool dspark_launch_supported(const DSparkChainArgs& a);
 cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char* narrow, const char* wide,
                                 DSparkLaunch* out);
 
-// Every step of the run (after dspark_begin on the same stream).
+// One rank: every step of the run (after dspark_begin on the same stream), cooperative.
 cudaError_t dspark_launch_run(const DSparkChainArgs& a, const DSparkLaunch& l, cudaStream_t stream);
+
+// Several ranks: step k (k = N + 1: step N's normaliser only) as one launch of the same kernel,
+// chained (kernels/common/chain.cuh): the shard's slices as the one launch reads them (the
+// backwards walk on even steps), every CTA's part folded into the step's slots, and the last CTA
+// to finish writes this rank's records for the exchange (dspark_merge takes the step after it).
+cudaError_t dspark_launch_step(const DSparkChainArgs& a, const DSparkLaunch& l, int32_t k, cudaStream_t stream);
 
 }  // namespace dfsel::cuda

@@ -220,9 +220,9 @@ TEST(GpuDSpark, EveryWeightType) {
     }
 }
 
-// 1 to 4 ranks over uneven ranges, both placements (sharded W1 without d2t): bitwise the same
-// as one rank, which matches the CPU backend, greedy and sampling; a Q8_0 W2 (the chains) and a
-// BF16 one (both products).
+// 1 to 4 ranks over uneven ranges (aligned to 4 rows and not), both placements (sharded W1
+// without d2t), one stream and a stream a rank: bitwise the same as one rank, which matches the
+// CPU backend, greedy and sampling; a Q8_0 W2 (the chains) and a BF16 one (both products).
 TEST(GpuDSpark, ShardCountsAndPlacementsGiveBitwiseTheSameResult) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
@@ -251,8 +251,10 @@ TEST(GpuDSpark, ShardCountsAndPlacementsGiveBitwiseTheSameResult) {
         for (int S = 2; S <= 4; ++S)
           for (dfsel_placement pl : {DFSEL_CODEBOOKS_REPLICATED, DFSEL_CODEBOOKS_SHARDED})
             for (bool per_rank : {false, true}) {
+              // Shards that start at multiples of 4 take the one-launch chain's kernel a step
+              // where the tensor cores apply; others the pass.
               DSparkRunOpts r = one;
-              r.bounds = random_bounds(c.V, S, 1, rng);
+              r.bounds = per_rank ? aligned_bounds(c.V, S, 4, 1, rng) : random_bounds(c.V, S, 1, rng);
               r.placement = pl;
               DSparkCudaOpts o;
               o.stream_per_rank = per_rank;
@@ -303,7 +305,7 @@ TEST_P(GpuDSparkRealisticSize, MatchesTheCpu) {
   const uint64_t data_seed = rng();
   const DSparkData d = make_dspark_data(c, data_seed);
   DSparkRunOpts r;
-  if (s.ranks > 1) r.bounds = random_bounds(c.V, s.ranks, 1024, rng);
+  if (s.ranks > 1) r.bounds = aligned_bounds(c.V, s.ranks, 4, 1024, rng);  // as DSparkStep's shards: aligned
   r.temperature = s.temperature;
   r.seed = rng();
   SCOPED_TRACE(describe(c, data_seed, r));
@@ -795,7 +797,7 @@ TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
       EXPECT_EQ(compare_dspark_with_oracle(c, d, r, one, kMmaTol), "") << "one launch against the oracle";
       // The other builds of the one launch (groups of 8 only or of 16 only, the next slice's
       // loads chunk by chunk), and a name that is none.
-      for (const char* build : {"8x2r/16x2r", "8x2n/8x2n", "16x2n"}) {
+      for (const char* build : {"8x2r/16x2r", "8x2n/8x2n", "16x2n", "8x2s/16x2s", "8x2n/16x2s", "16x2s"}) {
         SCOPED_TRACE(std::string("DFSEL_DSPARK_LAUNCH=") + build);
         const ScopedEnv env("DFSEL_DSPARK_LAUNCH", build);
         const DSparkResult x = run_dspark_cuda(c, d, r);
@@ -924,7 +926,9 @@ TEST(GpuDSpark, SmallShapesForSanitizers) {
         c.scale_rows = S == 1 ? 2 : 1;
         c.logits_pad = 3;
         DSparkRunOpts r;
-        if (S > 1) r.bounds = random_bounds(c.V, S, 1, rng);
+        // Sharded: shards at multiples of 4 rows, the one-launch chain's kernel a step.
+        if (S > 1)
+          r.bounds = pl == DFSEL_CODEBOOKS_SHARDED ? aligned_bounds(c.V, S, 4, 1, rng) : random_bounds(c.V, S, 1, rng);
         r.placement = pl;
         r.temperature = pl == DFSEL_CODEBOOKS_SHARDED ? 0.9f : 0.0f;
         r.p_min = 0.3f;

@@ -29,7 +29,7 @@ struct DSparkCudaCarve {
 };
 
 // The workspace of a plan: the passes' per-CTA partials for `grid` CTAs (0: the plan runs the
-// one-launch chain), or the one-launch chain's slots and barrier.
+// one-launch chain's kernel), or that kernel's slots and, on one rank, its grid barrier.
 DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh, int grid, bool one_launch) {
   const size_t maxb = (size_t)desc.config.max_blocks, vs = (size_t)(sh.v_end - sh.v_begin);
   const DSparkLayout lay = sh.layout_for(desc.config.max_blocks);
@@ -57,7 +57,7 @@ DSparkCudaCarve carve(const dfsel_dspark_plan_desc& desc, const DSparkShape& sh,
   c.inputs = take(maxb, sizeof(uint32_t));
   c.error = take(cuda::kDSparkErrors, sizeof(int32_t));
   c.slots = take(one_launch ? (size_t)(sh.N + 2) * maxb : 0, sizeof(cuda::DSparkStepSlot));
-  c.barrier = take(one_launch ? 1 : 0, sizeof(uint32_t));
+  c.barrier = take(one_launch && sh.n_ranks == 1 ? 1 : 0, sizeof(uint32_t));
   c.total = overflow ? SIZE_MAX : off;
   return c;
 }
@@ -113,10 +113,11 @@ Status asked_tile(cuda::DSparkTile* t) {
 }
 
 // DFSEL_DSPARK_PRODUCT: how the chain multiplies W2 by e. Unset, "" or "auto": on tensor cores
-// where the plan allows it (cuda::dspark_mma_supported), one launch for the whole chain on one
-// rank (kernels/dspark_launch.cuh), else the eight chains; "chains": the eight chains always
-// (bitwise the CPU backend); "mma": tensor cores, refused where they do not apply; "mma-steps":
-// tensor cores a launch a step on one rank too (the ranks' path; to compare with one launch).
+// where the plan allows it (cuda::dspark_mma_supported), in the one-launch chain's kernel
+// (kernels/dspark_launch.cuh: one launch for the whole chain on one rank, a launch a step on
+// several), else the eight chains; "chains": the eight chains always (bitwise the CPU backend);
+// "mma": as auto, refused where tensor cores do not apply; "mma-steps": tensor cores in the pass,
+// a launch a step with a last-CTA merge, on any number of ranks (to compare with the other).
 Status asked_product(const cuda::DSparkChainArgs& a, const dfsel_dspark_plan_desc& d, bool* mma, bool* steps) {
   const char* env = std::getenv("DFSEL_DSPARK_PRODUCT");
   const bool supported = cuda::dspark_mma_supported(a);
@@ -135,8 +136,8 @@ Status asked_product(const cuda::DSparkChainArgs& a, const dfsel_dspark_plan_des
   return Status::success();
 }
 
-// The pass's launch for a plan (and with it the grid the workspace is sized by), and on one
-// rank, where the tensor cores take the product, the one-launch chain's (*one_launch).
+// The pass's launch for a plan (and with it the grid the workspace is sized by), or where the
+// tensor cores take the product, the one-launch chain kernel's (*one_launch).
 Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::DSparkPassLaunch* out,
                  cuda::DSparkLaunch* launch, bool* one_launch) {
   cuda::DSparkTile asked{};
@@ -158,7 +159,7 @@ Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::D
                   "the one-launch chain: 8x2n, 16x2n, 8x2r or 16x2r (unset it for the defaults)", env);
     if (e == cudaErrorInvalidValue)
       return fail(DFSEL_UNSUPPORTED, "the one-launch DSpark chain for R = %d and config.max_blocks = %d does not fit the "
-                  "shared memory of device %d (DFSEL_DSPARK_PRODUCT=mma-steps runs it a launch a step)", sh.R,
+                  "shared memory of device %d (DFSEL_DSPARK_PRODUCT=mma-steps runs the pass instead)", sh.R,
                   d.config.max_blocks, d.device);
     DFSEL_CUDA_TRY(e, "setting up the one-launch DSpark chain");
     *out = cuda::DSparkPassLaunch{};  // no pass runs: grid 0, no partials
@@ -208,7 +209,7 @@ class CudaDSpark final : public DSparkBackend {
     a_.ticket = reinterpret_cast<uint32_t*>(base_ + c_.ticket);
     a_.inputs = reinterpret_cast<uint32_t*>(base_ + c_.inputs);
     a_.slots = one_launch_ ? reinterpret_cast<cuda::DSparkStepSlot*>(base_ + c_.slots) : nullptr;
-    a_.barrier = one_launch_ ? reinterpret_cast<uint32_t*>(base_ + c_.barrier) : nullptr;
+    a_.barrier = one_launch_ && sh_.n_ranks == 1 ? reinterpret_cast<uint32_t*>(base_ + c_.barrier) : nullptr;
     // A group's ranks compare conf_w through their records: its digest, taken once here.
     if (sh_.n_ranks > 1 && d_.conf_w.data) DFSEL_TRY(device_matrix_digest(d_.conf_w, d_.device, "conf_w", &a_.conf_w_digest));
     a_.error = reinterpret_cast<int32_t*>(base_ + c_.error);
@@ -237,12 +238,16 @@ class CudaDSpark final : public DSparkBackend {
     return Status::success();
   }
 
-  // Exchange x: 0 was written by begin; 1..N the pass of step x; N + 1 step N's normaliser. The
-  // one-launch chain runs every step at exchange 1.
+  // Exchange x: 0 was written by begin; 1..N step x; N + 1 step N's normaliser. The one-launch
+  // chain runs every step at exchange 1 on one rank, its kernel a step at every exchange on
+  // several.
   Status send(int32_t x, void* stream) override {
     DeviceGuard guard(d_.device);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (one_launch_ && x == 1) DFSEL_CUDA_TRY(cuda::dspark_launch_run(a_, launch_, st), "dspark_launch_run");
+    if (one_launch_ && sh_.n_ranks == 1 && x == 1)
+      DFSEL_CUDA_TRY(cuda::dspark_launch_run(a_, launch_, st), "dspark_launch_run");
+    if (one_launch_ && sh_.n_ranks > 1 && x >= 1)
+      DFSEL_CUDA_TRY(cuda::dspark_launch_step(a_, launch_, x, st), "dspark_launch_step");
     if (!one_launch_ && x >= 1) DFSEL_CUDA_TRY(cuda::dspark_pass(a_, x, pass_, st), "dspark_pass launch");
     if (sh_.n_ranks > 1) DFSEL_CUDA_TRY(cudaEventRecord(ready_, st), "cudaEventRecord");
     return Status::success();

@@ -129,6 +129,38 @@ __device__ __forceinline__ void dspark_prepare_step(const DSparkChainArgs& a, in
   dspark_confidence_gate(a, b, k, a.e + (size_t)b * a.R8, lane, &a.state[b].drafting, true);
 }
 
+// This rank's record of block b for a step (the warp calls it together; kk the same in every
+// lane): the shard's best key kk with l at it (lg, lane 0), its largest l (mm, a value_key) and
+// its part of the last step's normaliser, kept as `flags` (the block's kFlag* bits at the step)
+// say; anchor and inputs (lane 0) what this rank was given; with sharded W1 the winner's W1 row
+// beside it.
+__device__ __forceinline__ void dspark_send_record(const DSparkChainArgs& a, int b, uint8_t flags, uint64_t kk, float lg,
+                                                   uint32_t mm, const NormSum& ns, int32_t anchor, uint32_t inputs,
+                                                   int lane) {
+  const DSparkLayout& lay = a.layout;
+  const bool won = (flags & kFlagActive) && kk != 0;
+  const CandRec c = cand_from_key(kk);
+  const int64_t local = c.id - a.v_begin;
+  if (lane == 0) {
+    DSparkRecord rec = empty_dspark_record();
+    rec.anchor = anchor, rec.inputs = inputs;
+    if (flags & kFlagEmitted) rec.norm_lo = ns.lo, rec.norm_hi = ns.hi;
+    if (won) {
+      rec.key = c.z;
+      rec.draft_id = c.id;
+      rec.target_id = a.d2t ? a.d2t[local] : c.id;
+      rec.logit = lg;
+      rec.row_max = row_max_of(mm);
+    }
+    *dspark_record(lay, a.send, b) = rec;
+  }
+  if (won && lay.row_bytes) {  // the next step's W1 row travels with the record
+    const uint8_t* src = a.w1 + (size_t)local * a.w1_stride;
+    uint8_t* dst = dspark_record_row(lay, a.send, b);
+    for (size_t i = lane; i < lay.row_bytes; i += 32) dst[i] = src[i];
+  }
+}
+
 // Lane 0: exchange x's merged records of block b (m, recv) into st and, with out, the outputs
 // and error flags: a winner whose target id d2t now maps outside W1 stops the block (d2t
 // changed after creation: no W1 row is read; the first such entry is reported, error[2..6]:

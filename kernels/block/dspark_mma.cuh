@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "kernels/block/dspark_rows.cuh"
 #include "kernels/common/dspark_args.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/numeric.cuh"
@@ -82,6 +83,33 @@ __device__ __forceinline__ void dspark_slice_loads(const uint8_t* w2, size_t str
   for (int c = 0; c < kDSparkMmaChunks; ++c) {
     wa[c] = va < vs && c < chunks ? dspark_w2_load<kEvictFirst>(pa + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
     wb[c] = vb < vs && c < chunks ? dspark_w2_load<kEvictFirst>(pb + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// A warp's slice staged in shared memory (the one launch's staged builds): the lane's 16 bytes
+// of chunk c of row va at piece c * 32 + lane, of row vb at (kDSparkMmaChunks + c) * 32 + lane.
+// Each lane copies the pieces it reads itself later, so the lanes need no barrier between them.
+constexpr int kDSparkStagePieces = 2 * kDSparkMmaChunks * 32;  // 16 bytes each: 8 KB a warp
+
+// Chunk c of rows va and vb (zeros past vs) into the warp's stage, asynchronously (the caller
+// commits the group).
+__device__ __forceinline__ void dspark_stage_chunk(uint4* stage, const uint8_t* w2, size_t stride, int64_t va,
+                                                   int64_t vb, int64_t vs, int c, int lane) {
+  const uint4* pa = reinterpret_cast<const uint4*>(w2 + (size_t)(va < vs ? va : vs - 1) * stride) + (lane & 3);
+  const uint4* pb = reinterpret_cast<const uint4*>(w2 + (size_t)(vb < vs ? vb : vs - 1) * stride) + (lane & 3);
+  cp_async_zfill16(stage + c * 32 + lane, pa + 4 * c, va < vs);
+  cp_async_zfill16(stage + (kDSparkMmaChunks + c) * 32 + lane, pb + 4 * c, vb < vs);
+}
+
+// The staged slice into the lane's registers once this thread's copies have landed: chunks
+// c < chunks, zeros beyond.
+__device__ __forceinline__ void dspark_stage_take(const uint4* stage, int chunks, int lane, uint4 (&wa)[kDSparkMmaChunks],
+                                                  uint4 (&wb)[kDSparkMmaChunks]) {
+  cp_async_wait(0);
+#pragma unroll
+  for (int c = 0; c < kDSparkMmaChunks; ++c) {
+    wa[c] = c < chunks ? stage[c * 32 + lane] : make_uint4(0u, 0u, 0u, 0u);
+    wb[c] = c < chunks ? stage[(kDSparkMmaChunks + c) * 32 + lane] : make_uint4(0u, 0u, 0u, 0u);
   }
 }
 

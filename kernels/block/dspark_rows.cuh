@@ -112,6 +112,13 @@ __device__ __forceinline__ void cp_async_wait(int pending) {
   else asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
 
+// 16 bytes global -> shared, not waited on; zeros where !valid (src, still an address inside
+// the tensor, is then not read).
+__device__ __forceinline__ void cp_async_zfill16(void* dst, const void* src, bool valid) {
+  const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+
 // A thread's share of staging a tile by asynchronous 16-byte copies (16-byte aligned rows):
 // units u = tid, tid + threads, ... of the tile's rows x units_per_row, row-major, so that a
 // warp's copy instruction reads 512 contiguous bytes. Where a thread's units start and how they

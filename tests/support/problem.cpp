@@ -138,6 +138,13 @@ std::vector<int64_t> random_bounds(int64_t V, int S, int64_t min_part, std::mt19
   return b;
 }
 
+std::vector<int64_t> aligned_bounds(int64_t V, int S, int64_t unit, int64_t min_part, std::mt19937_64& rng) {
+  std::vector<int64_t> b = random_bounds(V / unit, S, (min_part + unit - 1) / unit, rng);
+  for (int64_t& x : b) x *= unit;
+  b[S] = V;
+  return b;
+}
+
 long first_diff(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return 0;
   for (size_t i = 0; i < a.size(); ++i)

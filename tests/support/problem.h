@@ -126,6 +126,9 @@ dfsel_tensor make_matrix(const void* data, dfsel_type t, int64_t ne0, int64_t ne
 
 // Random uneven split of [0, V) into S parts of at least min_part tokens each.
 std::vector<int64_t> random_bounds(int64_t V, int S, int64_t min_part, std::mt19937_64& rng);
+// The same with every part starting at a multiple of `unit` (min_part rounded up to it; the last
+// part whatever remains): shards a kernel takes only when aligned.
+std::vector<int64_t> aligned_bounds(int64_t V, int S, int64_t unit, int64_t min_part, std::mt19937_64& rng);
 
 // Bitwise comparison helpers: the first differing index, or -1.
 long first_diff(const std::vector<float>& a, const std::vector<float>& b);
