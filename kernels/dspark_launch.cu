@@ -21,10 +21,10 @@ namespace dfsel::cuda {
 
 namespace {
 
-// The kernel's dynamic shared memory, by offset: each warp's stage (staged builds), e of every group as BF16 terms (the pass's
-// layout), e as floats and the state of every block (this CTA's copy of the chain), the
-// records of the step taken, each warp's bests, and per block the normaliser part, its
-// base-logits row and its place in the lists of the step.
+// The kernel's dynamic shared memory, by offset: each warp's stage (staged builds), e of every
+// group as BF16 terms (the pass's layout), e as floats and the state of every block (this CTA's
+// copy of the chain), the records of the step taken, each warp's bests, and per block the
+// normaliser part, its base-logits row, its flags and its place in the lists of the step.
 struct LaunchCarve {
   size_t stage, terms, e, state, rec, warp_best, norm_lo, norm_hi, z_row, active, emitted, flags, misc, total;
 };
@@ -58,15 +58,17 @@ DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int ma
 
 // NB: the blocks of a group (8: mma's columns); TERMS: e's BF16 terms (1 or 3);
 // SAMPLING: temperature > 0 (greedy steps keep no l and no normaliser, and fewer registers);
-// PF: where the next slice's loads go out: 0 at its start, 1 after this slice's product, 2
-// chunk by chunk as this slice's product frees their registers, 3 the same but into the warp's
-// stage in shared memory (asynchronous copies), taken into registers at the slice's start.
-template <int NB, int TERMS, bool SAMPLING, int WARPS, int MINB, int PF>
+// STAGED: the next slice's loads go out as this slice's product frees their registers, chunk by
+// chunk, as asynchronous copies into the warp's stage in shared memory, taken into registers at
+// the next slice's start; else each slice is loaded into registers at its own start.
+// Steps k_first .. k_last: on one rank every step (cooperative: the grid barrier between them);
+// on several one step, whose last CTA writes the rank's records (no barrier).
+template <int NB, int TERMS, bool SAMPLING, int WARPS, int MINB, bool STAGED>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     dspark_launch_kernel(const __grid_constant__ DSparkChainArgs a, const int32_t e_pitch, const int32_t k_first,
                          const int32_t k_last) {
   extern __shared__ __align__(128) uint8_t smem[];
-  const LaunchCarve sc = launch_carve(e_pitch, TERMS, NB, a.R8, a.max_blocks, WARPS, PF == 3);
+  const LaunchCarve sc = launch_carve(e_pitch, TERMS, NB, a.R8, a.max_blocks, WARPS, STAGED);
   uint8_t* terms = smem + sc.terms;
   float* e_f = reinterpret_cast<float*>(smem + sc.e);
   DSparkChainState* st_s = reinterpret_cast<DSparkChainState*>(smem + sc.state);
@@ -101,7 +103,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   int64_t held = -1, staged = -1;  // the slice in wa, wb; in (or on its way to) the warp's stage
   uint4* stage = reinterpret_cast<uint4*>(smem + sc.stage) + (size_t)warp * kDSparkStagePieces;
   auto load = [&](int64_t sl) {
-    if constexpr (PF == 3) {
+    if constexpr (STAGED) {
       if (staged != sl) {
         for (int c = 0; c < chunks; ++c)
           dspark_stage_chunk(stage, a.w2, a.w2_stride, sl * 16 + g8, sl * 16 + g8 + 8, vs, c, lane);
@@ -115,7 +117,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     held = sl;
   };
   if (n_mine > 0) {
-    if constexpr (PF == 3) {
+    if constexpr (STAGED) {
       for (int c = 0; c < chunks; ++c)
         dspark_stage_chunk(stage, a.w2, a.w2_stride, wg * 16 + g8, wg * 16 + g8 + 8, vs, c, lane);
       cp_async_commit();
@@ -182,15 +184,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
         dspark_meet_slot<4>(bk[q], bl[q], bm[q], keeps, keeps ? &warp_best[warp * a.n_blocks + active[gi]] : nullptr);
       }
     };
-    // Step k - 1's normaliser over a slice's rows: lanes 0-15 and 16-31 each a pending block.
-    auto norm16 = [&](int base, int64_t vn, float l) {
-      const int ei = base + hh;
-      uint64_t u = 0;
-      if (vn < vs && ei < n_emit) u = (uint64_t)(norm_weight(l, st_s[emitted[ei]].last_max, a.temperature) * kNormOne);
-#pragma unroll
-      for (int off = 1; off < 16; off <<= 1) u += shfl_xor_u64(u, off);
-      if (nr == 0 && ei < n_emit) add_norm(&norm_lo[emitted[ei]], &norm_hi[emitted[ei]], u);
-    };
     reset();
     for (int i = 0; i < n_mine; ++i) {
       const int64_t sl = slice_of(i);
@@ -202,16 +195,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
         float acc[kTiles][4];
         const uint8_t* e_g = terms + (size_t)g * kTiles * 8 * e_pitch;
         const bool next = g == n_groups - 1 && i + 1 < n_mine;
-        if (PF == 2 && next) {  // the next slice's chunk c loads as soon as chunk c is multiplied
-          const int64_t ns = slice_of(i + 1), na = ns * 16 + g8, nb = na + 8;
-          const uint4* pa = reinterpret_cast<const uint4*>(a.w2 + (size_t)na * a.w2_stride) + (lane & 3);
-          const uint4* pb = reinterpret_cast<const uint4*>(a.w2 + (size_t)nb * a.w2_stride) + (lane & 3);
-          dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc, [&](int c) {
-            wa[c] = na < vs ? dspark_w2_load<false>(pa + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
-            wb[c] = nb < vs ? dspark_w2_load<false>(pb + 4 * c) : make_uint4(0u, 0u, 0u, 0u);
-          });
-          held = ns;
-        } else if (PF == 3 && next) {  // the same into the stage: the registers were read
+        if (STAGED && next) {  // the next slice's chunk c copied once chunk c's registers are read
           const int64_t ns = slice_of(i + 1);
           dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc, [&](int c) {
             dspark_stage_chunk(stage, a.w2, a.w2_stride, ns * 16 + g8, ns * 16 + g8 + 8, vs, c, lane);
@@ -220,8 +204,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
           staged = ns;
         } else {
           dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc);
-          // The next slice's loads, in flight under this one's keys.
-          if (PF == 1 && next) load(slice_of(i + 1));
         }
         // Sampling: the Gumbel noise of the lane's elements. The 8 lanes of a column t share
         // the slice's 4 x kSlots Philox calls (ids 4c .. 4c + 3 of the 16 rows, for the
@@ -270,22 +252,49 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     }
     if (n_groups == 1) flush(0);
     // Sampling: step k - 1's normaliser over the warp's rows, a pass of its own over l alone,
-    // so that the product's loop holds none of it (an exact integer sum: any order).
+    // so that the product's loop holds none of it (an exact integer sum: any order). Lanes 0-15
+    // and 16-31 take the pending blocks 2p and 2p + 1 of kDSparkNormPairs pairs p at once, a row
+    // a lane; each lane sums its rows of every slice, kDSparkNormSlices slices' loads in flight
+    // together, and the 16 lanes meet once a step.
     if constexpr (SAMPLING) {
-      for (int i = 0; i < n_mine && n_emit > 0; ++i) {
-        const int64_t vn = slice_of(i) * 16 + nr;
-        float lp[kDSparkNormAhead];  // the first pending blocks' last l
+      for (int p0 = 0; 2 * p0 < n_emit; p0 += kDSparkNormPairs) {
+        NormSum acc[kDSparkNormPairs];
+        float m[kDSparkNormPairs];
+        const float* row[kDSparkNormPairs];
 #pragma unroll
-        for (int q = 0; q < kDSparkNormAhead; ++q) {
-          const int ei = 2 * q + hh;
-          lp[q] = vn < vs && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + vn] : 0.0f;
+        for (int q = 0; q < kDSparkNormPairs; ++q) {
+          const int ei = 2 * (p0 + q) + hh;
+          const int b = ei < n_emit ? emitted[ei] : 0;
+          acc[q] = NormSum{0, 0};
+          m[q] = st_s[b].last_max;
+          row[q] = ei < n_emit ? l_prev + (size_t)b * vs : nullptr;
+        }
+        for (int i0 = 0; i0 < n_mine; i0 += kDSparkNormSlices) {
+          float lp[kDSparkNormSlices][kDSparkNormPairs];  // NaN: no row (weight 0, as l NaN)
+#pragma unroll
+          for (int u = 0; u < kDSparkNormSlices; ++u) {
+            const int64_t vn = i0 + u < n_mine ? slice_of(i0 + u) * 16 + nr : vs;
+#pragma unroll
+            for (int q = 0; q < kDSparkNormPairs; ++q) lp[u][q] = row[q] && vn < vs ? row[q][vn] : NAN;
+          }
+#pragma unroll
+          for (int u = 0; u < kDSparkNormSlices; ++u)
+#pragma unroll
+            for (int q = 0; q < kDSparkNormPairs; ++q)
+              norm_add(&acc[q], (uint64_t)(norm_weight(lp[u][q], m[q], a.temperature) * kNormOne), 0u);
         }
 #pragma unroll
-        for (int q = 0; q < kDSparkNormAhead; ++q)
-          if (2 * q < n_emit) norm16(2 * q, vn, lp[q]);
-        for (int base = 2 * kDSparkNormAhead; base < n_emit; base += 2) {
-          const int ei = base + hh;
-          norm16(base, vn, vn < vs && ei < n_emit ? l_prev[(size_t)emitted[ei] * vs + vn] : 0.0f);
+        for (int q = 0; q < kDSparkNormPairs; ++q) {
+#pragma unroll
+          for (int off = 1; off < 16; off <<= 1) {
+            const uint64_t lo = shfl_xor_u64(acc[q].lo, off), hi = shfl_xor_u64(acc[q].hi, off);
+            norm_add(&acc[q], lo, hi);
+          }
+          const int ei = 2 * (p0 + q) + hh;
+          if (nr == 0 && ei < n_emit) {
+            add_norm(&norm_lo[emitted[ei]], &norm_hi[emitted[ei]], acc[q].lo);
+            if (acc[q].hi) atomicAdd(&norm_hi[emitted[ei]], (unsigned long long)acc[q].hi);
+          }
         }
       }
     }
@@ -395,54 +404,69 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       }
     }
   }
-  if constexpr (PF == 3) cp_async_wait(0);  // a slice staged for a step that read none lands first
+  if constexpr (STAGED) cp_async_wait(0);  // a slice staged for a step that read none lands first
 }
 
 using LaunchKernel = void (*)(DSparkChainArgs, int32_t, int32_t, int32_t);
 
-// A build of the kernel: NB blocks a group, registers capped for CTAS CTAs a SM, the next
-// slice's loads issued at its start (n), under this one's keys (p) or chunk by chunk as this
-// one's product frees their registers (r). Its kernels for e's 1 or
-// 3 terms, greedy and sampling; those not built are null (a plan whose W1 needs them takes the
-// default's).
+// A build of the kernel: NB blocks a group, CTAs of W warps with registers capped for CTAS of
+// them a SM, the next slice staged in shared memory (s) or loaded at its own start (n). Its
+// kernels for e's 1 or 3 terms, greedy and sampling.
 struct Instance {
   const char* name;
-  int nb;
+  const char* fallback;  // the default's build where it does not fit (a plan of many blocks)
+  int nb, warps;
   bool staged;
   LaunchKernel k[2][2];  // [3 terms][sampling]
 };
 
-template <int NB, int CTAS, int PF, bool kThreeTerms>
-Instance instance(const char* name) {
-  constexpr int W = kDSparkLaunchWarps;
-  Instance x{name, NB, PF == 3, {{dspark_launch_kernel<NB, 1, false, W, CTAS, PF>, dspark_launch_kernel<NB, 1, true, W, CTAS, PF>},
-                        {nullptr, nullptr}}};
-  if constexpr (kThreeTerms) {
-    x.k[1][0] = dspark_launch_kernel<NB, 3, false, W, CTAS, PF>;
-    x.k[1][1] = dspark_launch_kernel<NB, 3, true, W, CTAS, PF>;
-  }
+template <int NB, int CTAS, bool STAGED, int W>
+Instance instance(const char* name, const char* fallback) {
+  Instance x{name, fallback, NB, W, STAGED, {}};
+  x.k[0][0] = dspark_launch_kernel<NB, 1, false, W, CTAS, STAGED>;
+  x.k[0][1] = dspark_launch_kernel<NB, 1, true, W, CTAS, STAGED>;
+  x.k[1][0] = dspark_launch_kernel<NB, 3, false, W, CTAS, STAGED>;
+  x.k[1][1] = dspark_launch_kernel<NB, 3, true, W, CTAS, STAGED>;
   return x;
 }
 
 // The builds a plan can take by name (DFSEL_DSPARK_LAUNCH, to measure them); the first two are
 // the defaults, for up to 8 blocks and for more. Measured on one H200 (V 163840, R 256, N 7,
-// BF16, graph replay, 2026-12-03): 8x2n 185.2 / 197.3 / 208.2 us greedy at 1 / 4 / 8 blocks,
-// 8x2p 190.4 / 202.0 / 211.3, 8x2r 187.2 / 201.9 / 211.5; at 16 blocks 16x2n 279.9, 16x2r
-// 295.8, two groups of 8 (8x2n) 303.0; 1 CTA a SM (no spill, 164 to 208 registers) 350 to
-// 400; 3 CTAs a SM (80 registers) spills in the product's loop: 228.9 at 1 block.
+// BF16, graph replay, 2026-12-03, greedy at 1 / 4 / 8 / 16 blocks, us): 8x2s 175.5 / 189.6 /
+// 200.7, 8x2n 186.7 / 197.8 / 209.5; at 16 blocks 16x1s12 268.0, 16x2n 283.6, 16x2s 315.3 (it
+// spills), groups of 8 (8x2n) 303.0. Sampling at 1 / 8 blocks: 8x2s 246.1 / 328.8, 8x2n 245.1 /
+// 331.4, 8x1s12 255.6 / 348.0. Chunk by chunk into registers, or after the keys: no better than
+// 8x2n; 3 CTAs a SM (80 registers) spills in the product's loop: 228.9 at 1 block.
 const Instance* find_instance(const char* name, int wide) {
   static const Instance all[] = {
-      instance<8, 2, 0, true>("8x2n"),
-      instance<16, 2, 0, true>("16x2n"),
-      instance<8, 2, 2, false>("8x2r"),
-      instance<16, 2, 2, false>("16x2r"),
-      instance<8, 2, 3, true>("8x2s"),
-      instance<16, 2, 3, true>("16x2s"),
+      instance<8, 2, true, 8>("8x2s", "8x2n"),
+      instance<16, 1, true, 12>("16x1s12", "16x2n"),
+      instance<8, 2, false, 8>("8x2n", nullptr),
+      instance<16, 2, false, 8>("16x2n", nullptr),
   };
   if (!name) return &all[wide];
   for (const Instance& x : all)
     if (std::strcmp(x.name, name) == 0) return &x;
   return nullptr;
+}
+
+// The kernels of build x (greedy, sampling) for e's terms and their grids, where they fit.
+cudaError_t instance_kernels(const DSparkChainArgs& a, const Instance& x, int three, int32_t e_pitch, int optin,
+                             int sms, DSparkLaunchKernel (&out)[2]) {
+  for (int smp = 0; smp < 2; ++smp) {
+    DSparkLaunchKernel& k = out[smp];
+    k.fn = x.k[three][smp];
+    k.threads = x.warps * 32;
+    k.smem = launch_carve(e_pitch, three ? 3 : 1, x.nb, a.R8, a.max_blocks, x.warps, x.staged).total;
+    int n = 0;
+    cudaError_t e = k.smem > (size_t)optin ? cudaErrorInvalidValue
+                                           : raise_shared_memory_limit((const void*)k.fn, k.smem);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k.fn, k.threads, k.smem);
+    if (e == cudaSuccess && n < 1) e = cudaErrorInvalidValue;
+    if (e != cudaSuccess) return e;
+    k.grid = sms * n;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -455,10 +479,10 @@ cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char
                                 DSparkLaunch* out) {
   if (!dspark_launch_supported(a)) return cudaErrorInvalidValue;
   const int three = a.w1_type == DFSEL_TYPE_BF16 ? 0 : 1;  // e is W1's row widened
+  const char* named[2] = {narrow, wide};
   const Instance* pick[2] = {find_instance(narrow, 0), find_instance(wide, 1)};
   DSparkLaunch l{};
   l.e_pitch = dspark_mma_pitch(a.R);
-  l.threads = kDSparkLaunchWarps * 32;
   int optin = 0, sms = 0;
   cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -466,20 +490,14 @@ cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char
   l.wide_from = INT32_MAX;
   for (int w = 0; w < 2; ++w) {
     if (!pick[w]) return cudaErrorNotSupported;
-    if (!pick[w]->k[three][0]) pick[w] = find_instance(nullptr, w);  // measuring builds: BF16 W1 only
     // The wide kernels where a run can carry more blocks than a narrow group, and they fit.
     if (w == 1 && (pick[1]->nb <= pick[0]->nb || a.max_blocks <= pick[0]->nb)) break;
     DSparkLaunchKernel x2[2];
-    for (int smp = 0; smp < 2 && e == cudaSuccess; ++smp) {
-      DSparkLaunchKernel& x = x2[smp];
-      x.fn = pick[w]->k[three][smp];
-      x.smem = launch_carve(l.e_pitch, three ? 3 : 1, pick[w]->nb, a.R8, a.max_blocks, kDSparkLaunchWarps, pick[w]->staged)
-                   .total;
-      int n = 0;
-      e = x.smem > (size_t)optin ? cudaErrorInvalidValue : raise_shared_memory_limit((const void*)x.fn, x.smem);
-      if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, x.fn, l.threads, x.smem);
-      if (e == cudaSuccess && n < 1) e = cudaErrorInvalidValue;
-      x.grid = sms * n;
+    e = instance_kernels(a, *pick[w], three, l.e_pitch, optin, sms, x2);
+    // A default whose shared memory is short for the plan's blocks gives way to its fallback.
+    if (e == cudaErrorInvalidValue && !named[w] && pick[w]->fallback) {
+      pick[w] = find_instance(pick[w]->fallback, w);
+      e = instance_kernels(a, *pick[w], three, l.e_pitch, optin, sms, x2);
     }
     if (w == 1 && e == cudaErrorInvalidValue) break;  // more groups of the narrow kernel instead
     if (e != cudaSuccess) return e;
@@ -497,7 +515,7 @@ cudaError_t dspark_launch_run(const DSparkChainArgs& a, const DSparkLaunch& l, c
   attr[0].val.cooperative = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)x.grid);
-  cfg.blockDim = dim3((unsigned)l.threads);
+  cfg.blockDim = dim3((unsigned)x.threads);
   cfg.dynamicSmemBytes = x.smem;
   cfg.stream = stream;
   cfg.attrs = attr;
@@ -508,7 +526,7 @@ cudaError_t dspark_launch_run(const DSparkChainArgs& a, const DSparkLaunch& l, c
 cudaError_t dspark_launch_step(const DSparkChainArgs& a, const DSparkLaunch& l, int32_t k, cudaStream_t stream) {
   const DSparkLaunchKernel& x = l.k[a.temperature > 0.0f ? 1 : 0][a.n_blocks >= l.wide_from ? 1 : 0];
   cudaLaunchAttribute attr[2];
-  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)x.grid), l.threads, x.smem, stream, 1, true, attr);
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)x.grid), x.threads, x.smem, stream, 1, true, attr);
   return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch, k, k);
 }
 

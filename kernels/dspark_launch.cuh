@@ -8,7 +8,12 @@
 // CTA reads the slot and takes the step itself, the same bits in every CTA: the winner, the
 // block's state, the next W1 row and the confidence; CTA 0 alone writes the outputs. No
 // launch, no last-CTA merge and no drained GPU between steps; even steps walk the slices
-// backwards, so that a step starts on the rows the step before read last, still in the L2.
+// backwards, so that a step starts on the rows the step before read last, still in the L2. The
+// default builds stage each warp's next slice in shared memory while it multiplies this one.
+//
+// Several ranks run the same kernel a launch a step: the exchange between steps cannot live
+// inside a launch, so the last CTA to fold its part in writes the rank's records instead of the
+// barrier, and dspark_merge takes the step after the exchange.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,7 +27,7 @@ namespace dfsel::cuda {
 // A kernel of the one-launch chain and its launch: every SM's resident CTAs (cooperative).
 struct DSparkLaunchKernel {
   void (*fn)(DSparkChainArgs, int32_t, int32_t, int32_t);  // (args, e pitch, first step, last step)
-  int grid;
+  int grid, threads;
   size_t smem;
 };
 
@@ -31,7 +36,6 @@ struct DSparkLaunch {
   DSparkLaunchKernel k[2][2];  // [sampling][wide]: for the plan's e terms
   int wide_from;               // runs of this many blocks or more take the wide kernels
   int32_t e_pitch;             // bytes between e's term rows in shared memory
-  int threads;
 };
 
 // Whether a plan can take the one-launch chain's kernel: W2 on tensor cores
@@ -40,9 +44,9 @@ struct DSparkLaunch {
 bool dspark_launch_supported(const DSparkChainArgs& a);
 
 // Chooses the kernels and their grids on `device` for runs of up to a.max_blocks blocks: the
-// builds named `narrow` and `wide` (null: the defaults; kernels/dspark_launch.cu lists them),
-// the wide one for runs of more blocks than a narrow group where it fits (else more narrow
-// groups). A named build that holds BF16-W1 kernels only gives way to the default for other W1.
+// builds named `narrow` and `wide` (null: the defaults, or where a default's shared memory is
+// short for a.max_blocks its fallback; kernels/dspark_launch.cu lists them), the wide one for
+// runs of more blocks than a narrow group where it fits (else more narrow groups).
 // cudaErrorInvalidValue where dspark_launch_supported is false or shared memory is short;
 // cudaErrorNotSupported for a name that is not a build.
 cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char* narrow, const char* wide,

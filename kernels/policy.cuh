@@ -137,10 +137,14 @@ constexpr int kDSparkNormAhead = 4;
 // another count, up to kMaxMmaWarps).
 constexpr int kDSparkMmaWarps = 16;
 constexpr int kDSparkPartsAhead = 4;
-// The one-launch chain (kernels/dspark_launch.cu): warps a CTA. Its builds (blocks a group,
-// CTAs a SM its registers are capped for, where the next slice's loads go out) and what each
-// measured are listed there; the chain probe's best at 1 to 8 blocks was 8 warps, 3 CTAs a SM,
-// but the library's kernel spills in its product's loop under 3 CTAs' 80 registers.
-constexpr int kDSparkLaunchWarps = 8;
+// The one-launch chain's builds (kernels/dspark_launch.cu: blocks a group, warps a CTA, CTAs a
+// SM its registers are capped for, the next slice staged or not) and what each measured are
+// listed there; the chain probe's best at 1 to 8 blocks was 8 warps, 3 CTAs a SM, but the
+// library's kernel spills in its product's loop under 3 CTAs' 80 registers.
+// The one launch's sampling normaliser: a lane's loads of the last step's l in flight together,
+// for kDSparkNormPairs pending blocks a half-warp in each of kDSparkNormSlices slices (the most
+// that left its spills as they were; not swept).
+constexpr int kDSparkNormPairs = 2;
+constexpr int kDSparkNormSlices = 4;
 
 }  // namespace dfsel::cuda

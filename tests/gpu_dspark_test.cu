@@ -795,9 +795,9 @@ TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
       ASSERT_EQ(steps.status, DFSEL_SUCCESS) << steps.error;
       EXPECT_EQ(dspark_bitwise_diff(one, steps), "") << "one launch against a launch a step";
       EXPECT_EQ(compare_dspark_with_oracle(c, d, r, one, kMmaTol), "") << "one launch against the oracle";
-      // The other builds of the one launch (groups of 8 only or of 16 only, the next slice's
-      // loads chunk by chunk), and a name that is none.
-      for (const char* build : {"8x2r/16x2r", "8x2n/8x2n", "16x2n", "8x2s/16x2s", "8x2n/16x2s", "16x2s"}) {
+      // The other builds of the one launch (groups of 8 only or of 16 only, the next slice
+      // staged or loaded at its start), and a name that is none.
+      for (const char* build : {"8x2n/16x2n", "8x2n/8x2n", "8x2s/8x2s", "16x2n", "16x1s12", "8x2n/16x1s12"}) {
         SCOPED_TRACE(std::string("DFSEL_DSPARK_LAUNCH=") + build);
         const ScopedEnv env("DFSEL_DSPARK_LAUNCH", build);
         const DSparkResult x = run_dspark_cuda(c, d, r);
@@ -809,6 +809,46 @@ TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
       EXPECT_EQ(bad.status, DFSEL_INVALID_ARGUMENT) << bad.error;
       EXPECT_NE(bad.error.find("DFSEL_DSPARK_LAUNCH = \"8x3n\" must be NARROW or NARROW/WIDE"), std::string::npos)
           << bad.error;
+    }
+}
+
+// A plan of many blocks (config.max_blocks 64, R 256, e in three terms) is more than the staged
+// default builds' shared memory holds: the one launch takes their fallbacks and runs, the same
+// bits as a launch a step, one group of 8 and several of 16, greedy and sampling.
+TEST(GpuDSpark, OneLaunchOfManyBlocksTakesTheFallbackBuilds) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int blocks : {3, 40})
+    for (float temperature : {0.0f, 0.7f}) {
+      DSparkCase c = sized(2053, 256, 0, 3, blocks);
+      c.max_blocks = 64;
+      c.w1_t = DFSEL_TYPE_F32;
+      c.w2_t = DFSEL_TYPE_BF16;
+      DSparkRunOpts r;
+      r.temperature = temperature;
+      r.seed = rng();
+      const uint64_t data_seed = rng();
+      const DSparkData d = make_dspark_data(c, data_seed);
+      SCOPED_TRACE(describe(c, data_seed, r));
+      DSparkResult one, steps;
+      {
+        const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma");
+        one = run_dspark_cuda(c, d, r);
+      }
+      {
+        const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma-steps");
+        steps = run_dspark_cuda(c, d, r);
+      }
+      ASSERT_EQ(one.status, DFSEL_SUCCESS) << one.error;
+      ASSERT_EQ(steps.status, DFSEL_SUCCESS) << steps.error;
+      EXPECT_EQ(dspark_bitwise_diff(one, steps), "") << "one launch against a launch a step";
+      EXPECT_EQ(compare_dspark_with_oracle(c, d, r, one, kMmaTol), "") << "one launch against the oracle";
+      // Named, a staged build that does not fit is refused rather than replaced.
+      const ScopedEnv env("DFSEL_DSPARK_LAUNCH", "8x2s/16x1s12");
+      const DSparkResult named = run_dspark_cuda(c, d, r);
+      EXPECT_EQ(named.status, DFSEL_UNSUPPORTED) << named.error;
     }
 }
 

@@ -156,7 +156,7 @@ Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::D
                                                     wide.empty() ? nullptr : wide.c_str(), launch);
     if (e == cudaErrorNotSupported)
       return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_LAUNCH = \"%s\" must be NARROW or NARROW/WIDE, each a build of "
-                  "the one-launch chain: 8x2n, 16x2n, 8x2r or 16x2r (unset it for the defaults)", env);
+                  "the one-launch chain: 8x2s, 16x1s12, 8x2n or 16x2n (unset it for the defaults)", env);
     if (e == cudaErrorInvalidValue)
       return fail(DFSEL_UNSUPPORTED, "the one-launch DSpark chain for R = %d and config.max_blocks = %d does not fit the "
                   "shared memory of device %d (DFSEL_DSPARK_PRODUCT=mma-steps runs the pass instead)", sh.R,

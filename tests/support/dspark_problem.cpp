@@ -69,8 +69,8 @@ long first_bits_diff(const std::vector<T>& a, const std::vector<T>& b) {
 std::string DSparkCase::str() const {
   std::ostringstream os;
   os << "V=" << V << " V_target=" << V_target << " E=" << E << " R=" << R << " N=" << N << " blocks=" << blocks
-     << " from_anchor=" << from_anchor << " d2t=" << d2t << " scale_rows=" << scale_rows << " logits="
-     << dfsel_type_name(logits_t) << " w1=" << dfsel_type_name(w1_t) << " w2=" << dfsel_type_name(w2_t)
+     << " max_blocks=" << max_blocks << " from_anchor=" << from_anchor << " d2t=" << d2t << " scale_rows=" << scale_rows
+     << " logits=" << dfsel_type_name(logits_t) << " w1=" << dfsel_type_name(w1_t) << " w2=" << dfsel_type_name(w2_t)
      << " conf=" << dfsel_type_name(conf_t) << " m=" << logit_scale << " c=" << softcap << " special=" << (int)special;
   return os.str();
 }
@@ -123,7 +123,8 @@ dfsel_dspark_plan_desc dspark_desc(const DSparkCase& c, const DSparkData& d, con
   const int64_t vb = r.bounds.empty() ? 0 : r.bounds[s], ve = r.bounds.empty() ? c.V : r.bounds[s + 1];
   const bool sharded = r.placement == DFSEL_CODEBOOKS_SHARDED;
   dfsel_dspark_plan_desc desc{};
-  desc.config = dfsel_dspark_config{c.V, c.V_target, c.E, c.R, c.N, c.from_anchor ? 1 : 0, c.logit_scale, c.softcap, c.blocks};
+  desc.config = dfsel_dspark_config{c.V, c.V_target, c.E, c.R, c.N, c.from_anchor ? 1 : 0, c.logit_scale, c.softcap,
+                                    c.max_blocks ? c.max_blocks : c.blocks};
   desc.shard = dfsel_shard{s, S, vb, ve};
   desc.backend = DFSEL_BACKEND_CPU;
   desc.placement = r.placement;

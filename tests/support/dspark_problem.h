@@ -17,6 +17,7 @@ struct DSparkCase {
   int64_t V = 300, V_target = 300;  // V_target > V needs d2t
   int64_t E = 0;                     // hidden width; 0: no confidence head
   int R = 16, N = 4, blocks = 2;
+  int max_blocks = 0;                // config.max_blocks; 0: blocks
   bool from_anchor = true;           // config.sample_from_anchor
   bool d2t = false;
   int scale_rows = 0;                // 0: no markov_w2.scale, 1: one, 2: one per row
