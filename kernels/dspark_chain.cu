@@ -368,15 +368,9 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     }
     a.partials[(size_t)blockIdx.x * a.max_blocks + b] = q;
   }
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) misc[2] = atomicAdd(a.ticket, 1u) == gridDim.x - 1 ? 1 : 0;
-  __syncthreads();
-  if (!misc[2]) return;
+  if (!dspark_last_cta(a.ticket, &misc[2])) return;
 
   // The last CTA: every CTA's parts into the records, a warp a block; on one rank the merge.
-  __threadfence();
-  if (tid == 0) *a.ticket = 0;
   for (int b = warp; b < a.n_blocks; b += n_warps) {
     uint64_t kk = 0;
     float lg = 0.0f;

@@ -326,13 +326,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     // Several ranks, a launch a step: the last CTA to fold its part in writes this rank's
     // records from the slots, and the exchange and the merge take the step.
     if (ranks) {
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) misc[2] = atomicAdd(a.ticket, 1u) == gridDim.x - 1 ? 1 : 0;
-      __syncthreads();
-      if (!misc[2]) continue;
-      __threadfence();
-      if (tid == 0) *a.ticket = 0;
+      if (!dspark_last_cta(a.ticket, &misc[2])) continue;
       for (int b = warp; b < a.n_blocks; b += WARPS) {
         const DSparkStepSlot* s = a.slots + (size_t)k * a.max_blocks + b;
         const uint64_t kk = (uint64_t)__ldcg(&s->key);

@@ -738,6 +738,25 @@ TEST(GpuDSpark, ProductSwitchIsCheckedAtCreation) {
   }
 }
 
+// The plan's tensor-core chain (DFSEL_DSPARK_PRODUCT=mma: the one launch on one rank) into *one:
+// it runs, bitwise the pass a launch a step (mma-steps), and within kMmaTol of the oracle.
+void expect_one_launch_is_the_pass(const DSparkCase& c, const DSparkData& d, const DSparkRunOpts& r,
+                                   DSparkResult* one) {
+  DSparkResult steps;
+  {
+    const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma");
+    *one = run_dspark_cuda(c, d, r);
+  }
+  {
+    const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma-steps");
+    steps = run_dspark_cuda(c, d, r);
+  }
+  ASSERT_EQ(one->status, DFSEL_SUCCESS) << one->error;
+  ASSERT_EQ(steps.status, DFSEL_SUCCESS) << steps.error;
+  EXPECT_EQ(dspark_bitwise_diff(*one, steps), "") << "one launch against a launch a step";
+  EXPECT_EQ(compare_dspark_with_oracle(c, d, r, *one, kMmaTol), "") << "one launch against the oracle";
+}
+
 // On one rank the tensor-core chain runs as one launch (DFSEL_DSPARK_PRODUCT unset or mma), and
 // with mma-steps a launch a step, as on several ranks: the same bits, for both W1 kinds (one
 // BF16 term of e, or three), one group of 8 blocks and several (up to 21 blocks),
@@ -782,19 +801,8 @@ TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
       const DSparkData d = make_dspark_data(c, data_seed);
       SCOPED_TRACE(describe(c, data_seed, r));
       ASSERT_TRUE(dspark_cuda_uses_mma(c));
-      DSparkResult one, steps;
-      {
-        const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma");
-        one = run_dspark_cuda(c, d, r);
-      }
-      {
-        const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma-steps");
-        steps = run_dspark_cuda(c, d, r);
-      }
-      ASSERT_EQ(one.status, DFSEL_SUCCESS) << one.error;
-      ASSERT_EQ(steps.status, DFSEL_SUCCESS) << steps.error;
-      EXPECT_EQ(dspark_bitwise_diff(one, steps), "") << "one launch against a launch a step";
-      EXPECT_EQ(compare_dspark_with_oracle(c, d, r, one, kMmaTol), "") << "one launch against the oracle";
+      DSparkResult one;
+      ASSERT_NO_FATAL_FAILURE(expect_one_launch_is_the_pass(c, d, r, &one));
       // The other builds of the one launch (groups of 8 only or of 16 only, the next slice
       // staged or loaded at its start), and a name that is none.
       for (const char* build : {"8x2n/16x2n", "8x2n/8x2n", "8x2s/8x2s", "16x2n", "16x1s12", "8x2n/16x1s12"}) {
@@ -832,23 +840,14 @@ TEST(GpuDSpark, OneLaunchOfManyBlocksTakesTheFallbackBuilds) {
       const uint64_t data_seed = rng();
       const DSparkData d = make_dspark_data(c, data_seed);
       SCOPED_TRACE(describe(c, data_seed, r));
-      DSparkResult one, steps;
-      {
-        const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma");
-        one = run_dspark_cuda(c, d, r);
-      }
-      {
-        const ScopedEnv env("DFSEL_DSPARK_PRODUCT", "mma-steps");
-        steps = run_dspark_cuda(c, d, r);
-      }
-      ASSERT_EQ(one.status, DFSEL_SUCCESS) << one.error;
-      ASSERT_EQ(steps.status, DFSEL_SUCCESS) << steps.error;
-      EXPECT_EQ(dspark_bitwise_diff(one, steps), "") << "one launch against a launch a step";
-      EXPECT_EQ(compare_dspark_with_oracle(c, d, r, one, kMmaTol), "") << "one launch against the oracle";
+      DSparkResult one;
+      ASSERT_NO_FATAL_FAILURE(expect_one_launch_is_the_pass(c, d, r, &one));
       // Named, a staged build that does not fit is refused rather than replaced.
       const ScopedEnv env("DFSEL_DSPARK_LAUNCH", "8x2s/16x1s12");
       const DSparkResult named = run_dspark_cuda(c, d, r);
       EXPECT_EQ(named.status, DFSEL_UNSUPPORTED) << named.error;
+      EXPECT_NE(named.error.find("DFSEL_DSPARK_LAUNCH = \"8x2s/16x1s12\": that build"), std::string::npos)
+          << named.error;
     }
 }
 

@@ -157,6 +157,10 @@ Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::D
     if (e == cudaErrorNotSupported)
       return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_LAUNCH = \"%s\" must be NARROW or NARROW/WIDE, each a build of "
                   "the one-launch chain: 8x2s, 16x1s12, 8x2n or 16x2n (unset it for the defaults)", env);
+    if (e == cudaErrorInvalidValue && env && *env)
+      return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_LAUNCH = \"%s\": that build of the one-launch DSpark chain for R = %d "
+                  "and config.max_blocks = %d does not fit the shared memory of device %d (unset it for the defaults, "
+                  "which fall back to builds that fit)", env, sh.R, d.config.max_blocks, d.device);
     if (e == cudaErrorInvalidValue)
       return fail(DFSEL_UNSUPPORTED, "the one-launch DSpark chain for R = %d and config.max_blocks = %d does not fit the "
                   "shared memory of device %d (DFSEL_DSPARK_PRODUCT=mma-steps runs the pass instead)", sh.R,

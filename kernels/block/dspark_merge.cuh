@@ -129,6 +129,20 @@ __device__ __forceinline__ void dspark_prepare_step(const DSparkChainArgs& a, in
   dspark_confidence_gate(a, b, k, a.e + (size_t)b * a.R8, lane, &a.state[b].drafting, true);
 }
 
+// Whether this CTA is the last of the grid to finish its part of a pass (every thread calls it,
+// after its writes of that part): a ticket in the workspace counts the CTAs, the answer goes
+// through *flag (shared memory), and the last CTA, which sees every CTA's writes, resets it.
+__device__ __forceinline__ bool dspark_last_cta(uint32_t* ticket, int32_t* flag) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *flag = atomicAdd(ticket, 1u) == gridDim.x - 1 ? 1 : 0;
+  __syncthreads();
+  if (!*flag) return false;
+  __threadfence();
+  if (threadIdx.x == 0) *ticket = 0;
+  return true;
+}
+
 // This rank's record of block b for a step (the warp calls it together; kk the same in every
 // lane): the shard's best key kk with l at it (lg, lane 0), its largest l (mm, a value_key) and
 // its part of the last step's normaliser, kept as `flags` (the block's kFlag* bits at the step)
