@@ -2,6 +2,8 @@
 // No exception crosses it (each body runs inside guarded()); the library prints nothing and
 // keeps no global state but the addresses of its live plans (host/plan/live_plans.h).
 #include "host/api_support.h"
+#include "host/backend/device_memory.h"
+#include "host/plan/live_plans.h"
 #include "host/plan/plan.h"
 #include "host/plan/validate.h"
 #include "kernels/common/numeric.cuh"
@@ -90,6 +92,33 @@ dfsel_status dfsel_plan_destroy(dfsel_plan* plan) { return dfsel::destroy_plan(p
 dfsel_backend dfsel_plan_backend(const dfsel_plan* plan) { return dfsel::plan_backend(plan); }
 
 const char* dfsel_plan_last_error(const dfsel_plan* plan) { return dfsel::plan_last_error(plan); }
+
+dfsel_status dfsel_plan_config(const dfsel_plan* plan, dfsel_config* config) {
+  if (!plan || !config) return DFSEL_INVALID_ARGUMENT;
+  const dfsel::LivePlansLock live;
+  if (!live.is_live(plan, dfsel_plan::kKind)) return DFSEL_INVALID_ARGUMENT;
+  *config = plan->desc.config;
+  return DFSEL_SUCCESS;
+}
+
+dfsel_status dfsel_plan_check_memory(const dfsel_plan* plan, const void* data, const char* what, char* msg,
+                                     size_t msg_len) {
+  return dfsel::answer_in(msg, msg_len, "the memory check", [&]() -> Status {
+    const char* name = what ? what : "data";
+    if (!plan) return fail(DFSEL_INVALID_ARGUMENT, "plan is NULL");
+    if (!data) return fail(DFSEL_INVALID_ARGUMENT, "%s is NULL", name);
+    int device = 0;
+    dfsel_backend backend = DFSEL_BACKEND_AUTO;
+    {
+      const dfsel::LivePlansLock live;
+      if (!live.is_live(plan, dfsel_plan::kKind)) return fail(DFSEL_INVALID_ARGUMENT, "plan: %s", live.what_is(plan));
+      device = plan->desc.device;
+      backend = plan->desc.backend;
+    }
+    if (backend == DFSEL_BACKEND_CUDA) return dfsel::check_device_readable(data, device, name);
+    return dfsel::check_host_readable(data, name);
+  });
+}
 
 dfsel_status dfsel_run_group(int n, dfsel_plan* const* plans, const dfsel_inputs* in, const dfsel_outputs* out,
                              void* const* streams) {

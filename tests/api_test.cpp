@@ -122,6 +122,28 @@ TEST(Api, ValidPlanRuns) {
   expect_create_fails(f, DFSEL_INVALID_ARGUMENT, {"workspace_bytes", std::to_string(bytes - 1)});
 }
 
+// The config a plan was created with comes back as given; a CPU plan reads host memory.
+TEST(Api, PlanConfigAndMemoryCheck) {
+  Fixture f;
+  f.desc.config.logit_scale = 0.0f;  // "1", kept as given
+  f.desc.config.softcap = 12.5f;
+  dfsel_plan* plan = nullptr;
+  char msg[256] = "";
+  ASSERT_EQ(dfsel_plan_create(&f.desc, &plan, msg, sizeof msg), DFSEL_SUCCESS) << msg;
+  dfsel_config c{};
+  ASSERT_EQ(dfsel_plan_config(plan, &c), DFSEL_SUCCESS);
+  EXPECT_EQ(0, std::memcmp(&c, &f.desc.config, sizeof c));
+  EXPECT_EQ(dfsel_plan_config(plan, nullptr), DFSEL_INVALID_ARGUMENT);
+  EXPECT_EQ(dfsel_plan_config(nullptr, &c), DFSEL_INVALID_ARGUMENT);
+  EXPECT_EQ(dfsel_plan_check_memory(plan, f.logits.data(), "logits", msg, sizeof msg), DFSEL_SUCCESS) << msg;
+  EXPECT_EQ(dfsel_plan_check_memory(plan, nullptr, "hidden", msg, sizeof msg), DFSEL_INVALID_ARGUMENT);
+  EXPECT_STREQ("hidden is NULL", msg);
+  EXPECT_EQ(dfsel_plan_check_memory(nullptr, f.logits.data(), "logits", msg, sizeof msg), DFSEL_INVALID_ARGUMENT);
+  EXPECT_STREQ("plan is NULL", msg);
+  EXPECT_EQ(dfsel_plan_check_memory(plan, f.logits.data(), nullptr, nullptr, 0), DFSEL_SUCCESS);
+  dfsel_plan_destroy(plan);
+}
+
 TEST(Api, NullPointers) {
   Fixture f;
   dfsel_plan* plan = nullptr;

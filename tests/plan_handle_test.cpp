@@ -40,6 +40,11 @@ TEST(PlanHandle, ACallOnADestroyedSelectorPlanIsRefused) {
   EXPECT_EQ(dfsel_plan_wait(gone, nullptr, 0), DFSEL_INVALID_ARGUMENT);
   EXPECT_EQ(dfsel_plan_check(gone, nullptr), DFSEL_INVALID_ARGUMENT);
   EXPECT_EQ(dfsel_plan_backend(gone), DFSEL_BACKEND_AUTO);
+  dfsel_config c{};
+  EXPECT_EQ(dfsel_plan_config(gone, &c), DFSEL_INVALID_ARGUMENT);
+  char msg[256] = "";
+  EXPECT_EQ(dfsel_plan_check_memory(gone, &c, "x", msg, sizeof msg), DFSEL_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(msg).find("not a live plan"), std::string::npos) << msg;
   EXPECT_NE(std::string(dfsel_plan_last_error(gone)).find("not a live plan"), std::string::npos)
       << dfsel_plan_last_error(gone);
   EXPECT_EQ(dfsel_plan_destroy(gone), DFSEL_INVALID_ARGUMENT) << "a second destroy";

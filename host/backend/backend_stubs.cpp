@@ -26,6 +26,7 @@ void device_release(void*, int) {}
 Status check_device_readable(const void*, int, const char*) {
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }
+Status check_host_readable(const void*, const char*) { return Status::success(); }
 Status make_cuda_dspark_backend(const dfsel_dspark_plan_desc&, const DSparkShape&, std::unique_ptr<DSparkBackend>*) {
   return fail(DFSEL_UNSUPPORTED, "this build of dfsel has no CUDA backend");
 }

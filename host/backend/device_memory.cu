@@ -49,4 +49,18 @@ Status check_device_readable(const void* p, int device, const char* what) {
   return Status::success();
 }
 
+Status check_host_readable(const void* p, const char* what) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();  // no driver or no GPU: nothing here is device memory
+    return Status::success();
+  }
+  cudaPointerAttributes a{};
+  DFSEL_CUDA_TRY(cudaPointerGetAttributes(&a, p), "cudaPointerGetAttributes");
+  if (a.type == cudaMemoryTypeDevice)
+    return fail(DFSEL_INVALID_ARGUMENT, "%s = %p is memory of CUDA device %d; a CPU plan reads host memory", what, p,
+                a.device);
+  return Status::success();
+}
+
 }  // namespace dfsel

@@ -22,5 +22,8 @@ void device_release(void* p, int device);
 // refused (DFSEL_INVALID_ARGUMENT, `what` named): a kernel would fault on them, or read them
 // across the bus at a fraction of the speed.
 Status check_device_readable(const void* p, int device, const char* what);
+// Success when p is not device memory (what a CPU plan reads); a build without CUDA, or a
+// machine without a GPU, has no device memory to find.
+Status check_host_readable(const void* p, const char* what);
 
 }  // namespace dfsel

@@ -237,6 +237,17 @@ DFSEL_API dfsel_status dfsel_plan_create(const dfsel_plan_desc* desc, dfsel_plan
                                          char* msg, size_t msg_len);
 DFSEL_API dfsel_status dfsel_plan_destroy(dfsel_plan* plan);
 DFSEL_API dfsel_backend dfsel_plan_backend(const dfsel_plan* plan);
+/* The config the plan was created with, as it was given (DFSEL_INVALID_ARGUMENT for a handle that is
+ * not a live plan). */
+DFSEL_API dfsel_status dfsel_plan_config(const dfsel_plan* plan, dfsel_config* config);
+/* Whether a run of the plan can read memory at data: a CUDA plan reads memory of its device
+ * (or host memory CUDA allocated or registered), a CPU plan memory of the host. A run does not
+ * ask the driver where each pointer lives (a call per pointer and step); callers whose
+ * tensors come from elsewhere (dfsel::ggml's ggml tensors) check them with this first.
+ * DFSEL_INVALID_ARGUMENT, with msg naming `what` (may be NULL) and the memory found: another
+ * device's memory, pageable host memory for a CUDA plan, device memory for a CPU plan. */
+DFSEL_API dfsel_status dfsel_plan_check_memory(const dfsel_plan* plan, const void* data, const char* what,
+                                               char* msg, size_t msg_len);
 /* The outcome of the plan's last call that named it (run, run_group, wait, check): the
  * message of its failure, "" after a success. A call that names no plan (dfsel_run_group with
  * n <= 0 or plans == NULL) cannot record anything without global state: its status is the

@@ -157,6 +157,8 @@ PROTOTYPES = {
     "dfsel_plan_destroy": (_c_enum, [_vp]),
     "dfsel_plan_backend": (_c_enum, [_vp]),
     "dfsel_plan_last_error": (_char_p, [_vp]),
+    "dfsel_plan_config": (_c_enum, [_vp, _p(Config)]),
+    "dfsel_plan_check_memory": (_c_enum, [_vp, _vp, _char_p, _char_p, ctypes.c_size_t]),
     "dfsel_plan_run": (_c_enum, [_vp, _p(Inputs), _p(Outputs), _vp]),
     "dfsel_run_group": (_c_enum, [ctypes.c_int, _p(_vp), _p(Inputs), _p(Outputs), _p(_vp)]),
     "dfsel_plan_check": (_c_enum, [_vp, _vp]),
