@@ -18,11 +18,16 @@
  * or put more threads on the cores than ggml did. Blocks are independent, so the rows are
  * bitwise those of one plan over every block.
  *
- * For ggml-cuda there is no graph node here: where one device holds the logits, an op of the
- * engine's passes its device tensors, converted by dfsel_ggml_tensor, to dfsel_plan_run on the
- * backend's stream; under split-mode tensor the engine calls dfsel_run_group over every device
- * between graph computes (ggml's meta backend refuses a node over vocabulary-split logits;
- * docs/ggml.md says what ggml keeps private).
+ * - dfsel_ggml_run / dfsel_ggml_run_group: a step of CUDA (or CPU) plans on tensors that ggml
+ *   computed, between graph computes: the draft graph's t_logits (or each device's slice of
+ *   it) and t_embd read in place, the packed rows written into a tensor of the engine's graph
+ *   buffers (llama.cpp's t_h_nextn), the drafted path into another. Every tensor is checked
+ *   first: its layout, and that its memory is what the plan reads (a ggml-cuda buffer of the
+ *   plan's GPU for a CUDA plan); anything else is refused with its name, nothing enqueued.
+ *   ggml_backend_graph_compute returns once its backend's private stream is done, so the run
+ *   needs no other synchronisation before it; the engine waits for the run (dfsel_plan_check on
+ *   the same stream) before a graph overwrites the tensors it reads or the host reads the path.
+ *   Under split-mode tensor, one dfsel_ggml_run_group over every device (docs/ggml.md).
  */
 #ifndef DFSEL_GGML_H
 #define DFSEL_GGML_H
@@ -75,6 +80,39 @@ DFSEL_API dfsel_status dfsel_ggml_select(struct ggml_context* ctx, dfsel_ggml_op
 DFSEL_API dfsel_status dfsel_ggml_op_check(dfsel_ggml_op* op);
 /* The message of the op's last failure ("" if none). */
 DFSEL_API const char* dfsel_ggml_op_last_error(const dfsel_ggml_op* op);
+
+/* One step's tensors of one device (a rank of the plan's group). n_tokens = n_blocks *
+ * block_size, with n_blocks = anchors->ne[0]. Rows past n_tokens (ne[1] larger) are not read or
+ * written. */
+typedef struct dfsel_ggml_step {
+  const struct ggml_tensor* logits;  /* {v_end - v_begin, >= n_tokens}, F32 / F16 / BF16: t_logits or
+                                        the device's vocabulary slice of it */
+  const struct ggml_tensor* hidden;  /* {n_embd, >= n_tokens}, F32 / F16 / BF16: t_embd */
+  const struct ggml_tensor* anchors; /* I32 {n_blocks}: each block's last committed token */
+  struct ggml_tensor* packed;        /* F32 {n_embd, >= n_tokens}: llama.cpp's packed lattice rows,
+                                        or NULL (not written) */
+  struct ggml_tensor* path;          /* I32 {block_size - 1, >= n_blocks}, rows contiguous: the drafted
+                                        tokens of dfsel's walk, -1 after the last emitted */
+  struct ggml_tensor* n_emitted;     /* I32 {>= n_blocks} */
+  float temperature;                 /* as dfsel_inputs: <= 0 greedy */
+  float p_min;
+  uint64_t seed;
+} dfsel_ggml_step;
+
+/* dfsel_run_group over n plans (one per device of the group, see dfsel.h) on ggml tensors:
+ * steps[i] and streams[i] are plans[i]'s. Each tensor is converted as dfsel_ggml_tensor does
+ * and refused (DFSEL_INVALID_ARGUMENT, its name and the reason in msg) when its shape is not
+ * the step's or its memory is not what plans[i] reads: a CUDA plan refuses tensors of a host
+ * buffer (ggml's CPU buffers, pinned host buffers), of a GPU other than its own, and data
+ * without a buffer that is not device memory of its GPU; a CPU plan refuses device memory. A
+ * refusal enqueues nothing; otherwise the status is dfsel_run_group's and msg its message.
+ * msg may be NULL. Only enqueues work on the streams, like dfsel_run_group, so a CUDA graph
+ * can capture it. */
+DFSEL_API dfsel_status dfsel_ggml_run_group(int n, dfsel_plan* const* plans, const dfsel_ggml_step* steps,
+                                            void* const* streams, char* msg, size_t msg_len);
+/* The same for one plan (one shard, or an NCCL communicator): dfsel_plan_run on ggml tensors. */
+DFSEL_API dfsel_status dfsel_ggml_run(dfsel_plan* plan, const dfsel_ggml_step* step, void* stream, char* msg,
+                                      size_t msg_len);
 
 #ifdef __cplusplus
 }
