@@ -42,6 +42,8 @@ struct LatticeArgs {
   int32_t* error;           // [0]: 1 + a block whose anchor is out of range; [1] (layout with an
                             // agree section): 1 + the lowest block whose ranks' records say
                             // they were given different inputs. Never cleared here
+  int32_t* host_flag;       // page-locked host word set to 1 whenever `error` is set (NULL: none),
+                            // so that the wait finds a clean run without copying `error` back
 };
 
 // Shared memory carve of one CTA; offsets in bytes.

@@ -186,6 +186,7 @@ __device__ void walk_block(const LatticeArgs& a, const LatticeSmem& sm, const La
     a.n_emitted[b] = st.n;
     if (!anchor_ok && a.error) atomicCAS(a.error, 0, 1 + b);
     if (!agree && a.error) flag_lowest_block(a.error + 1, b);
+    if ((!anchor_ok || !agree) && a.host_flag) *reinterpret_cast<volatile int32_t*>(a.host_flag) = 1;
   }
   if (!(a.walk.temperature > 0.0f && a.q)) return;
   if (kPushed || sm.push_q) {  // q rows from the pushed ones, an element a thread
