@@ -6,6 +6,9 @@ from the figure itself.
 
 Series styles: bar (one bar a point), span (a bar from the point 'start' to the point 'end'),
 line (points x, value), hline (one value across the panel), vline (one value down the panel).
+A panel's ratios (ggml-cuda: the peer over dfsel at each block count) are worked out from two of
+its plotted points, so they carry no file of their own; each is drawn as a text with gid
+"ratio:<blocks>".
 """
 import re
 import textwrap
@@ -315,7 +318,84 @@ def build_scaling(index):
     return f.done(index)
 
 
-BUILDERS = (build_timeline, build_topk, build_scaling)
+GGML_BLOCKS = (1, 4, 16, 64)  # what dfsel_ggml_bench measures
+GGML_SERIES = (  # (id, family, variant, label): InGraphSelector/blocks:N, DfselGgml/<variant>/blocks:N
+    ("ggml:peer", "InGraphSelector", None, "llama.cpp's in-graph selector, per ggml_backend_graph_compute"),
+    ("ggml:eager", "DfselGgml", "eager", "dfsel between graph computes (dfsel_ggml_run, then the wait)"),
+    ("ggml:graph", "DfselGgml", "graph", "dfsel's step as a CUDA graph, one replay and the wait"),
+    ("ggml:replayed", "DfselGgml", "replayed", "dfsel's step back to back in a CUDA graph (as SelectorStep is timed)"),
+)
+
+
+def _ggml_name(family, variant):
+    return family + ("/" + variant if variant else "")
+
+
+def _ggml_points(index, family, variant):
+    """(blocks, value, where, name, source) of the rows family[/variant]/blocks:N, each from the
+    newest row of its name: its median_us counter, else its real_time."""
+    pts = []
+    for n in index.names(family):
+        fam, params, flags = results.parse_name(n)
+        if flags != ((variant,) if variant else ()) or not isinstance(params.get("blocks"), int) or len(params) != 1:
+            continue
+        fields, src = index.row(n, "time_us")
+        if fields is None:
+            continue
+        if fields.get("median_us") is not None:
+            value, field = fields["median_us"], "median_us"
+        else:
+            value, field = fields["time_us"], fields["_time_field"]
+        pts.append((params["blocks"], value, results.field_path(src, n, field), n, src))
+    pts.sort(key=lambda t: t[0])
+    return pts
+
+
+def _ratio_label(r):
+    return "%.0fx" % r if r >= 10 else "%.1fx" % r
+
+
+def _blocks_text(blocks):
+    return "%s block%s" % (", ".join(str(b) for b in blocks), "" if list(blocks) == [1] else "s")
+
+
+def build_ggml(index):
+    f = _Figure("ggml-cuda", "llama.cpp's in-graph selector on ggml-cuda vs dfsel on the same tensors", index.gpu)
+    p = f.panel(title="DFlash2 selector by blocks of %d tokens, both on the same ggml-cuda tensors (dfsel_ggml_bench)"
+                % BLOCK, notes=[], ratios=[], peer=None,
+                xlabel="tokens (%d x blocks)" % BLOCK)
+    read = {}
+    for sid, family, variant, label in GGML_SERIES:
+        pts = _ggml_points(index, family, variant)
+        read[sid] = pts
+        p["series"].append({"id": sid, "label": label, "style": "line", "row": _ggml_name(family, variant),
+                            "points": [dict(_point(b, v, w), x=BLOCK * b, blocks=b) for b, v, w, _, _ in pts]})
+        if sid == "ggml:peer" and pts:
+            p["peer"] = max((t[4] for t in pts), key=lambda s: s.order).data.get("context", {}).get("peer")
+    if not any(read.values()):
+        what = "InGraphSelector and DfselGgml rows (dfsel_ggml_bench)"
+        f.d["missing"].append("%s: no such row in any result JSON for this GPU" % what)
+        p["notes"].append("not recorded: " + what)
+        return f.done(index)
+    for sid, family, variant, label in GGML_SERIES:
+        got = [t[0] for t in read[sid]]
+        absent = [b for b in GGML_BLOCKS if b not in got]
+        name = _ggml_name(family, variant)
+        if not got:
+            f.d["missing"].append("%s (no %s/blocks:N row in any result JSON)" % (name, name))
+        elif absent:
+            f.d["missing"].append("%s at %s (the newest rows measure %s)" % (name, _blocks_text(absent),
+                                                                             ", ".join(str(b) for b in got)))
+    eager = {t[0]: t[1] for t in read["ggml:eager"]}
+    for b, v, _, _, _ in read["ggml:peer"]:
+        if eager.get(b):
+            r = v / eager[b]
+            p["ratios"].append({"blocks": b, "x": BLOCK * b, "value": r, "label": _ratio_label(r),
+                                "of": ["ggml:peer", "ggml:eager"]})
+    return f.done(index)
+
+
+BUILDERS = (build_timeline, build_topk, build_scaling, build_ggml)
 
 
 # ---- drawing ---------------------------------------------------------------------------------
@@ -493,13 +573,68 @@ def _draw_scaling(fig, desc):
         ax.legend(fontsize=7.5, loc="best")
 
 
+GGML_STYLES = {"ggml:peer": ("#ff7f0e", "s", "-"), "ggml:eager": ("#1f77b4", "o", "-"),
+               "ggml:graph": ("#2ca02c", "^", "--"), "ggml:replayed": ("#9467bd", "D", ":")}
+
+
+def _draw_ggml(fig, desc):
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    p = desc["panels"][0]
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_title(p["title"], fontsize=10)
+    if not any(s["points"] for s in p["series"]):
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no InGraphSelector or DfselGgml row recorded for this GPU\n(dfsel_ggml_bench writes them)",
+                ha="center", va="center", color="#777777")
+        return
+    for s in p["series"]:
+        if not s["points"]:
+            continue
+        color, marker, ls = GGML_STYLES.get(s["id"], ("#17becf", "v", "-"))
+        x = [pt["x"] for pt in s["points"]]
+        y = [pt["value"] for pt in s["points"]]
+        ax.plot(x, y, color=color, marker=marker, ls=ls, ms=6, label=s["label"], gid="series:" + s["id"])
+        if s["id"] in ("ggml:peer", "ggml:eager"):
+            for xi, yi in zip(x, y):
+                ax.annotate(_fmt(yi), (xi, yi), textcoords="offset points", xytext=(6, 3), fontsize=7, color=color)
+    eager = {pt["x"]: pt["value"] for s in p["series"] if s["id"] == "ggml:eager" for pt in s["points"]}
+    for r in p["ratios"]:
+        ax.annotate(r["label"], (r["x"], eager[r["x"]]), textcoords="offset points", xytext=(0, 13), ha="center",
+                    va="bottom", fontsize=9, fontweight="bold", color="#d62728", gid="ratio:%d" % r["blocks"])
+    xs = [BLOCK * b for b in GGML_BLOCKS]
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo / 1.5, hi * 3)  # room for the legend above the curves
+    ax.set_xlim(xs[0] / 1.6, xs[-1] * 1.6)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(["%d\n(%d block%s)" % (x, x // BLOCK, "" if x == BLOCK else "s") for x in xs])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(p["xlabel"])
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    fields = {pt["from"]["field"] for s in p["series"] for pt in s["points"]}
+    ax.set_ylabel("median time per step, us (log scale)" if fields == {"median_us"} else
+                  "time per step, us (log scale; the median where recorded, else the mean)")
+    ax.grid(which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    note = "in red, above dfsel's line: llama.cpp's in-graph selector's time over dfsel's between graph computes"
+    if p.get("peer"):
+        note = "peer: %s\n%s" % (p["peer"], note)
+    ax.text(0.99, 0.02, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5, color="#777777")
+
+
 def _body_height(desc):
     if desc["figure"] == "step-timeline":
         return 0.9 + 3.1 * max(1, len(_timeline_rows(desc)))
+    if desc["figure"] == "ggml-cuda" and not any(s["points"] for p in desc["panels"] for s in p["series"]):
+        return 3.0  # only the words that nothing is recorded
     return 6.6
 
 
-DRAW = {"step-timeline": (_draw_timeline, 13), "topk-floor": (_draw_topk, 13), "step-scaling": (_draw_scaling, 14)}
+DRAW = {"step-timeline": (_draw_timeline, 13), "topk-floor": (_draw_topk, 13), "step-scaling": (_draw_scaling, 14),
+        "ggml-cuda": (_draw_ggml, 13)}
 
 
 def draw(desc):

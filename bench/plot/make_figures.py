@@ -6,10 +6,14 @@
 For each GPU (docs/figures/h200/ for "NVIDIA H200"): step-timeline.png (StepTimeline: each
 kernel of a step against time, 1 and 16 blocks, one rank and two simulated ranks), topk-floor.png
 (every ShardTopK shape beside its ReadFloor, and torch.topk where recorded: the TorchTopK rows of
-bench/python/bench_topk.py --json) and step-scaling.png (SelectorStep and DSparkStep by blocks
+bench/python/bench_topk.py --json), step-scaling.png (SelectorStep and DSparkStep by blocks
 against their floors and the PyTorch baselines: bench/python/bench_step.py --json at each of its
-rows' blocks, bench/python/bench_dspark.py --json). Each PNG has a JSON beside it with every
-plotted value and the file, row and field it came from.
+rows' blocks, bench/python/bench_dspark.py --json) and ggml-cuda.png (llama.cpp's in-graph DFlash2
+selector on ggml-cuda against dfsel on the same ggml-cuda tensors, by blocks: the InGraphSelector
+and DfselGgml rows of dfsel_ggml_bench, their median_us counters, with llama.cpp's time over
+dfsel's between graph computes at each block count; with no such row for a GPU, the picture says
+so and lists them as missing). Each PNG has a JSON beside it with every plotted value and the
+file, row and field it came from.
 Every value is read from the newest result file of that GPU that holds it (bench/plot/results.py
 says how files are dated); a later run's JSON under bench/results/ or bench/python/results/
 needs nothing but this command to be drawn.

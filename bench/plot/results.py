@@ -2,8 +2,9 @@
 bench/python/results/, each row taken from the newest file of its GPU that holds it.
 
 Kinds of file, told apart by their content, not their names:
-  gbench       Google Benchmark output of dfsel_bench, or of bench/python/bench_topk.py --json
-               (TorchTopK rows in the same layout): "benchmarks"; the GPU in context.gpu
+  gbench       Google Benchmark output of dfsel_bench or dfsel_ggml_bench, or of
+               bench/python/bench_topk.py --json (TorchTopK rows in the same layout): "benchmarks";
+               the GPU in context.gpu
   ab           scripts/ab-bench.sh output ("rows" with a_us / b_us): a run of the label_b build
   torch_step   bench/python/bench_step.py --json ("against_torch"; the GPU in "device")
   torch_dspark bench/python/bench_dspark.py --json ("rows" with torch_us and n_draft; "gpu")
@@ -26,8 +27,8 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULT_DIRS = ("bench/results", "bench/python/results")
 _DATE_IN_NAME = re.compile(r"(\d{4}-\d{2}-\d{2})")
-_COMMAND_START = re.compile(r"^(dfsel_bench|dfsel_cpu_bench|\./build|build[-\w]*/|scripts/|CUDA_VISIBLE_DEVICES|DFSEL_|"
-                            r"python3 |bench/python/)")
+_COMMAND_START = re.compile(r"^(dfsel_bench|dfsel_cpu_bench|dfsel_ggml_bench|\./build|build[-\w]*/|scripts/|"
+                            r"CUDA_VISIBLE_DEVICES|DFSEL_|python3 |bench/python/)")
 _UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -118,7 +119,7 @@ def _commit_times(paths):
     return out
 
 
-_COMMAND_OF_KIND = {"gbench": ("dfsel_bench", "dfsel_cpu_bench"), "ab": ("ab-bench.sh",),
+_COMMAND_OF_KIND = {"gbench": ("dfsel_bench", "dfsel_cpu_bench", "dfsel_ggml_bench"), "ab": ("ab-bench.sh",),
                     "torch_step": ("bench_step.py",), "torch_dspark": ("bench_dspark.py",)}
 
 

@@ -2,7 +2,9 @@
 every plotted value is the value of the JSON row it names (read here from the file itself), that
 row comes from the newest file of its GPU that holds it, the figures drawn carry exactly those
 values (read back from the matplotlib artists, not from pixels), docs/figures/ is what the
-command makes of the committed results, and a later run's JSON is picked up by itself.
+command makes of the committed results, and a later run's JSON is picked up by itself. A picture
+with nothing recorded for its GPU is still drawn (the words that nothing is, and what is missing)
+and need not be in docs/figures/.
 
 Needs matplotlib (python3-matplotlib, which scripts/install-deps.sh installs); under CI=true a
 missing matplotlib fails these tests instead of skipping them. The library is not needed."""
@@ -33,7 +35,7 @@ import bench_topk  # noqa: E402
 import figures  # noqa: E402
 import make_figures  # noqa: E402
 
-EXPECTED = ("step-timeline", "topk-floor", "step-scaling")
+EXPECTED = ("step-timeline", "topk-floor", "step-scaling", "ggml-cuda")
 UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -100,7 +102,11 @@ def test_every_plotted_value_is_the_json_value_of_the_newest_file(descs):
     checked = 0
     for gpu, figs in descs.items():
         for d in figs:
-            assert d["gpu"] == gpu and d["sources"], d["figure"]
+            assert d["gpu"] == gpu, d["figure"]
+            if not any(points(d)):  # nothing of it recorded for this GPU: no file read, and it says so
+                assert d["sources"] == [] and d["missing"], d["figure"]
+                continue
+            assert d["sources"], d["figure"]
             for s, i, pt in points(d):
                 where = pt["from"]
                 assert raw_value(where) == pytest.approx(pt["value"], rel=1e-12), (d["figure"], s["id"], where)
@@ -186,6 +192,9 @@ def test_docs_figures_are_what_the_command_makes_of_the_committed_results(descs)
     for gpu, figs in descs.items():
         for d in figs:
             path = os.path.join(ROOT, "docs", "figures", make_figures.gpu_slug(gpu), d["figure"] + ".json")
+            if not os.path.exists(path) and not any(points(d)):
+                assert d["missing"], d["figure"]  # nothing recorded yet: its placeholder need not be committed
+                continue
             assert os.path.exists(path), "%s is missing: run python3 bench/plot/make_figures.py" % path
             with open(path) as f:
                 committed = json.load(f)
@@ -385,3 +394,187 @@ def test_a_file_timed_another_way_is_not_drawn(tmp_path):
     drawn = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}["step-scaling"]
     line = next(s for p in drawn["panels"] for s in p["series"] if s["id"] == "step:dfsel")
     assert {pt["value"] for pt in line["points"]} == {1.0}
+
+
+GGML_PEER = {1: 710.0, 4: 900.0, 16: 1600.0, 64: 4800.0}  # InGraphSelector's median_us by blocks
+GGML_EAGER = {1: 10.0, 4: 15.0, 16: 40.0, 64: 120.0}  # DfselGgml/eager's
+GGML_ROWS = {"InGraphSelector": GGML_PEER, "DfselGgml/eager": GGML_EAGER,
+             "DfselGgml/graph": {b: v - 2.0 for b, v in GGML_EAGER.items()},
+             "DfselGgml/replayed": {b: v - 5.0 for b, v in GGML_EAGER.items()}}
+GGML_PEER_TEXT = "llama.cpp's in-graph selector (build_dflash2_selector ops) on ggml-cuda"
+
+
+def ggml_row(name, blocks, median_us):
+    """One dfsel_ggml_bench row as Google Benchmark writes it: the mean in real_time (5 us above
+    the median here, so that the two are told apart), the median in the counter median_us."""
+    full = "%s/blocks:%d/manual_time" % (name, blocks)
+    return {"name": full, "family_index": 0, "per_family_instance_index": 0, "run_name": full, "run_type": "iteration",
+            "repetitions": 1, "repetition_index": 0, "threads": 1, "iterations": 200, "real_time": median_us + 5.0,
+            "cpu_time": median_us + 4.0, "time_unit": "us", "median_us": median_us, "tokens": 16.0 * blocks}
+
+
+def copy_results_without_ggml(tmp_path):
+    """A copy of the results without the recorded dfsel_ggml_bench files, so that a test's own
+    file is the only one the ggml-cuda picture reads."""
+    copy_results(tmp_path)
+    folder = tmp_path / "bench" / "results"
+    for name in os.listdir(str(folder)):
+        if name.endswith("-ggml-cuda.json"):
+            os.remove(str(folder / name))
+
+
+def write_ggml_file(tmp_path, rows, date="2026-12-09T10:00:00+00:00", name="h200-2026-12-09-ggml-cuda.json",
+                    with_command=True):
+    """A dfsel_ggml_bench file in a copy of the results: rows is {name: {blocks: median_us}}; a
+    median of None leaves the counter out (the row has its real_time only)."""
+    ctx = {"date": date, "host_name": "h200", "executable": "./build/bench/dfsel_ggml_bench", "num_cpus": 16,
+           "library_build_type": "release", "gpu": "NVIDIA H200", "sms": "132", "replays_per_timing": "1",
+           "peer": GGML_PEER_TEXT,
+           "command": "dfsel_ggml_bench --benchmark_out=bench/results/%s --benchmark_out_format=json" % name}
+    if not with_command:
+        del ctx["command"]
+    bench = []
+    for n, by_blocks in rows.items():
+        for b, v in sorted(by_blocks.items()):
+            row = ggml_row(n, b, 28.0 if v is None else v)
+            if v is None:
+                del row["median_us"]  # real_time (the mean), 33 us, is all the row has
+            bench.append(row)
+    (tmp_path / "bench/results" / name).write_text(json.dumps({"context": ctx, "benchmarks": bench}))
+    return "bench/results/" + name, ctx.get("command")
+
+
+def ggml_figure(root):
+    return {x["figure"]: x for x in make_figures.describe(str(root))["NVIDIA H200"]}["ggml-cuda"]
+
+
+def ggml_series(desc):
+    return {s["id"]: s for s in desc["panels"][0]["series"]}
+
+
+def drawn_ratios(fig):
+    """gid -> (text, where it points) of the drawn ratios."""
+    return {a.get_gid(): (a.get_text(), tuple(a.xy))
+            for a in fig.findobj(lambda a: (a.get_gid() or "").startswith("ratio:"))}
+
+
+def test_ggml_cuda_is_drawn_from_the_median_counter(tmp_path):
+    """A dfsel_ggml_bench file at 1, 4, 16 and 64 blocks dropped into a copy of the results: the
+    four lines are its median_us counters at 16 x blocks tokens, each naming its file, row and
+    field; the ratios are llama.cpp's over dfsel's between graph computes; nothing is missing."""
+    copy_results_without_ggml(tmp_path)
+    rel, command = write_ggml_file(tmp_path, GGML_ROWS)
+    d = ggml_figure(tmp_path)
+    series = ggml_series(d)
+    assert list(series) == ["ggml:peer", "ggml:eager", "ggml:graph", "ggml:replayed"]
+    for sid, name in zip(series, GGML_ROWS):
+        s = series[sid]
+        assert s["style"] == "line" and s["row"] == name
+        assert [(pt["blocks"], pt["x"], pt["value"]) for pt in s["points"]] == \
+            [(b, 16 * b, v) for b, v in sorted(GGML_ROWS[name].items())]
+        for pt in s["points"]:
+            assert pt["from"] == {"file": rel, "row": "%s/blocks:%d/manual_time" % (name, pt["blocks"]),
+                                  "field": "median_us", "kind": "gbench"}
+            assert raw_value(pt["from"], str(tmp_path)) == pt["value"]
+    panel = d["panels"][0]
+    assert [(r["blocks"], r["x"], r["label"]) for r in panel["ratios"]] == \
+        [(1, 16, "71x"), (4, 64, "60x"), (16, 256, "40x"), (64, 1024, "40x")]
+    assert [r["value"] for r in panel["ratios"]] == pytest.approx([71.0, 60.0, 40.0, 40.0])
+    assert panel["peer"] == GGML_PEER_TEXT
+    assert d["missing"] == [] and panel["notes"] == []
+    assert d["sources"] == [{"file": rel, "date": "2026-12-09 10:00 UTC", "command": command}]
+    assert d["title"].startswith("llama.cpp's in-graph selector on ggml-cuda vs dfsel")
+
+    fig = figures.draw(d)
+    drawn = drawn_values(fig)
+    for sid, s in series.items():
+        assert drawn["series:" + sid] == ([16, 64, 256, 1024], [pt["value"] for pt in s["points"]])
+    assert drawn_ratios(fig) == {"ratio:%d" % b: (lab, (16 * b, GGML_EAGER[b]))
+                                 for b, lab in ((1, "71x"), (4, "60x"), (16, "40x"), (64, "40x"))}
+    ax = fig.axes[0]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert fig.texts[0].get_text().endswith("(NVIDIA H200)")
+    assert any(command in t.get_text() for t in fig.texts)  # the footer names the file's command
+
+    assert make_figures.main(["--root", str(tmp_path), "--out", str(tmp_path / "figs")]) == 0
+    assert (tmp_path / "figs" / "h200" / "ggml-cuda.png").stat().st_size > 10_000
+    assert json.loads((tmp_path / "figs" / "h200" / "ggml-cuda.json").read_text()) == json.loads(json.dumps(d))
+
+
+def test_ggml_cuda_rows_missing_in_part(tmp_path):
+    """A file without the CUDA-graph rows, without llama.cpp's at 64 blocks, and whose dfsel row
+    at 4 blocks has no median_us: that row's real_time is drawn and named, a ratio is drawn only
+    where both rows are, and what is missing is listed."""
+    copy_results_without_ggml(tmp_path)
+    rows = {"InGraphSelector": {b: v for b, v in GGML_PEER.items() if b != 64},
+            "DfselGgml/eager": {**GGML_EAGER, 4: None},
+            "DfselGgml/replayed": GGML_ROWS["DfselGgml/replayed"]}
+    rel, _ = write_ggml_file(tmp_path, rows)
+    d = ggml_figure(tmp_path)
+    series = ggml_series(d)
+    eager = series["ggml:eager"]["points"]
+    assert [(pt["blocks"], pt["value"], pt["from"]["field"]) for pt in eager] == \
+        [(1, 10.0, "median_us"), (4, 33.0, "real_time"), (16, 40.0, "median_us"), (64, 120.0, "median_us")]
+    assert raw_value(eager[1]["from"], str(tmp_path)) == 33.0
+    assert series["ggml:graph"]["points"] == []
+    assert [pt["blocks"] for pt in series["ggml:peer"]["points"]] == [1, 4, 16]
+    assert [(r["blocks"], r["label"]) for r in d["panels"][0]["ratios"]] == [(1, "71x"), (4, "27x"), (16, "40x")]
+    assert d["panels"][0]["ratios"][1]["value"] == pytest.approx(900.0 / 33.0)
+    assert d["missing"] == ["InGraphSelector at 64 blocks (the newest rows measure 1, 4, 16)",
+                            "DfselGgml/graph (no DfselGgml/graph/blocks:N row in any result JSON)"]
+    fig = figures.draw(d)
+    assert "series:ggml:graph" not in drawn_values(fig)
+    assert sorted(drawn_ratios(fig)) == ["ratio:1", "ratio:16", "ratio:4"]
+    assert any("InGraphSelector at 64 blocks" in t.get_text() for t in fig.texts)
+
+
+def test_ggml_cuda_takes_each_row_from_the_newest_file(tmp_path):
+    """A later file with dfsel's rows between graph computes only: those come from it, llama.cpp's
+    from the earlier file, the ratios from both, and the footer names both, the newest first."""
+    copy_results_without_ggml(tmp_path)
+    old, _ = write_ggml_file(tmp_path, GGML_ROWS)
+    new, command = write_ggml_file(tmp_path, {"DfselGgml/eager": {b: v / 2 for b, v in GGML_EAGER.items()}},
+                                   date="2026-12-10T10:00:00+00:00", name="h200-2026-12-10-ggml-cuda.json")
+    d = ggml_figure(tmp_path)
+    series = ggml_series(d)
+    assert {pt["from"]["file"] for pt in series["ggml:eager"]["points"]} == {new}
+    assert {pt["from"]["file"] for pt in series["ggml:peer"]["points"]} == {old}
+    assert [r["label"] for r in d["panels"][0]["ratios"]] == ["142x", "120x", "80x", "80x"]
+    assert [s["file"] for s in d["sources"]] == [new, old] and d["sources"][0]["command"] == command
+
+
+def test_ggml_cuda_without_rows_says_so(tmp_path, descs):
+    """Results that hold no dfsel_ggml_bench row: the picture is drawn with no line, no
+    file read and the rows named as missing; the other pictures are as they were, and the command
+    still succeeds."""
+    copy_results_without_ggml(tmp_path)
+    figs = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}
+    d = figs["ggml-cuda"]
+    assert all(s["points"] == [] for s in d["panels"][0]["series"])
+    assert d["panels"][0]["ratios"] == [] and d["panels"][0]["peer"] is None and d["sources"] == []
+    want = "InGraphSelector and DfselGgml rows (dfsel_ggml_bench): no such row in any result JSON for this GPU"
+    assert d["missing"] == [want]
+    assert d["panels"][0]["notes"] == ["not recorded: InGraphSelector and DfselGgml rows (dfsel_ggml_bench)"]
+    committed = {x["figure"]: x for x in descs["NVIDIA H200"]}
+    for name in EXPECTED:
+        if name != "ggml-cuda":
+            assert figs[name] == committed[name], name
+    fig = figures.draw(d)
+    assert drawn_values(fig) == {} and drawn_ratios(fig) == {}
+    assert any("no InGraphSelector or DfselGgml row recorded" in t.get_text() for a in fig.axes for t in a.texts)
+    assert any(want in t.get_text() for t in fig.texts)
+    assert make_figures.main(["--root", str(tmp_path), "--out", str(tmp_path / "figs")]) == 0
+    assert json.loads((tmp_path / "figs" / "h200" / "ggml-cuda.json").read_text())["missing"] == [want]
+
+
+def test_ggml_cuda_command_from_the_readme(tmp_path):
+    """A dfsel_ggml_bench file that does not record its command: the footer quotes the command
+    bench/results/README.md gives beside the file's name."""
+    copy_results_without_ggml(tmp_path)
+    rel, _ = write_ggml_file(tmp_path, GGML_ROWS, with_command=False)
+    command = "./build/bench/dfsel_ggml_bench --benchmark_min_time=0.05s"
+    with open(tmp_path / "bench/results/README.md", "a") as f:
+        f.write("\n\n`%s`: llama.cpp's in-graph selector and dfsel on ggml-cuda, by blocks, from the\n"
+                "`dfsel_ggml_bench` of this commit; command\n\n`%s`\n" % (os.path.basename(rel), command))
+    d = ggml_figure(tmp_path)
+    assert d["sources"] == [{"file": rel, "date": "2026-12-09 10:00 UTC", "command": command}]
