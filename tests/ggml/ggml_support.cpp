@@ -80,4 +80,17 @@ const std::vector<ggml_type> kRefusedTypes = {
     GGML_TYPE_IQ4_NL, GGML_TYPE_IQ3_S, GGML_TYPE_IQ2_S,   GGML_TYPE_IQ4_XS, GGML_TYPE_IQ1_M,   GGML_TYPE_TQ1_0,
     GGML_TYPE_TQ2_0,  GGML_TYPE_MXFP4, GGML_TYPE_NVFP4,   GGML_TYPE_Q1_0,   GGML_TYPE_Q2_0};
 
+ggml_backend_meta_split_state split_output_weight(const ggml_tensor* t, void* rows) {
+  ggml_backend_meta_split_state s{};
+  s.n_segments = 1;
+  s.nr[0] = 1;
+  s.axis = GGML_BACKEND_SPLIT_AXIS_MIRRORED;
+  if (std::strcmp(t->name, "output.weight") == 0) {
+    s.axis = GGML_BACKEND_SPLIT_AXIS_1;
+    s.ne[0] = static_cast<const int64_t*>(rows)[0];
+    s.ne[1] = static_cast<const int64_t*>(rows)[1];
+  }
+  return s;
+}
+
 }  // namespace dfsel::test

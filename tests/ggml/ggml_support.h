@@ -2,6 +2,7 @@
 // own converters and quantisers, and ggml's own decoding back to floats.
 #pragma once
 
+#include <ggml-backend.h>
 #include <ggml.h>
 
 #include <cstdint>
@@ -52,6 +53,11 @@ long first_bit_diff(const float* a, const float* b, size_t n);
 // but Q8_0, which it reads as stored).
 extern const std::vector<ggml_type> kDfselTypes;
 bool widened_by_dfsel(ggml_type t);
+
+// The split rule of llama.cpp's split-mode tensor for ggml's meta backend over two devices:
+// output.weight {n_embd, V} split along the vocabulary (ggml's axis 1), rows[0] of it on device
+// 0 and rows[1] on device 1; every other tensor mirrored. rows: a const int64_t[2].
+ggml_backend_meta_split_state split_output_weight(const ggml_tensor* t, void* rows);
 
 // The types dfsel refuses though ggml has them: the IQ, TQ and FP4 types, Q8_1, Q8_K.
 extern const std::vector<ggml_type> kRefusedTypes;

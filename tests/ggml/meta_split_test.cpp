@@ -38,20 +38,8 @@ namespace {
 constexpr int64_t kVocab = 96, kEmbd = 8, kTokens = 4;
 constexpr int64_t kRows0 = 40;  // device 0's rows of the output projection; device 1 has the rest
 
-// The engine's split rule: output.weight {n_embd, V} split along V (ggml's axis 1), as
-// llama.cpp splits it; everything else mirrored.
-ggml_backend_meta_split_state split_rule(const ggml_tensor* t, void*) {
-  ggml_backend_meta_split_state s{};
-  s.n_segments = 1;
-  s.nr[0] = 1;
-  s.axis = GGML_BACKEND_SPLIT_AXIS_MIRRORED;
-  if (std::strcmp(t->name, "output.weight") == 0) {
-    s.axis = GGML_BACKEND_SPLIT_AXIS_1;
-    s.ne[0] = kRows0;
-    s.ne[1] = kVocab - kRows0;
-  }
-  return s;
-}
+// The engine's split: output.weight's rows on each device, as llama.cpp splits it (split_output_weight).
+constexpr int64_t kRows[2] = {kRows0, kVocab - kRows0};
 
 using BackendPtr = std::unique_ptr<ggml_backend, void (*)(ggml_backend_t)>;
 using BufferPtr = std::unique_ptr<ggml_backend_buffer, void (*)(ggml_backend_buffer_t)>;
@@ -79,7 +67,7 @@ struct MetaDraft {
     EXPECT_NE(nullptr, cpu);
     if (!cpu) return false;
     ggml_backend_dev_t devs[2] = {cpu, cpu};
-    ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 2, split_rule, nullptr);
+    ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 2, split_output_weight, const_cast<int64_t*>(kRows));
     backend.reset(ggml_backend_dev_init(meta, nullptr));
     EXPECT_NE(nullptr, backend);
     if (!backend) return false;

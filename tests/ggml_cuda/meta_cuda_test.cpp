@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ggml/ggml_support.h"
 #include "ggml_cuda/cuda_draft.h"
 #include "support/gpu.cuh"
 
@@ -22,18 +23,7 @@ namespace {
 
 constexpr int64_t kVocab = 4096, kEmbd = 256, kTokens = 16, kRows0 = 1536;
 
-ggml_backend_meta_split_state split_rule(const ggml_tensor* t, void*) {
-  ggml_backend_meta_split_state s{};
-  s.n_segments = 1;
-  s.nr[0] = 1;
-  s.axis = GGML_BACKEND_SPLIT_AXIS_MIRRORED;
-  if (std::strcmp(t->name, "output.weight") == 0) {
-    s.axis = GGML_BACKEND_SPLIT_AXIS_1;
-    s.ne[0] = kRows0;
-    s.ne[1] = kVocab - kRows0;
-  }
-  return s;
-}
+constexpr int64_t kRows[2] = {kRows0, kVocab - kRows0};  // output.weight's rows a device
 
 // The draft's last product under the meta backend over ggml's first two GPU devices, then
 // ggml_top_k of its logits when top_k: allocation and compute (the abort comes from there).
@@ -44,7 +34,7 @@ void meta_lm_head(bool top_k) {
     std::exit(3);
   }
   ggml_backend_dev_t devs[2] = {gpus[0], gpus[1]};
-  ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 2, split_rule, nullptr);
+  ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 2, split_output_weight, const_cast<int64_t*>(kRows));
   ggml_backend_t backend = ggml_backend_dev_init(meta, nullptr);
   ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(meta);
   ggml_init_params wp{4 * ggml_tensor_overhead(), nullptr, true};

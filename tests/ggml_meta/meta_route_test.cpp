@@ -36,18 +36,7 @@ namespace {
 constexpr int kR = 256, kK = 16, kB = 16, kBlocks = 3;
 constexpr int64_t kV = 20011, kE = 512, kT = (int64_t)kB * kBlocks, kSplit = kV / 2;
 
-ggml_backend_meta_split_state split_rule(const ggml_tensor* t, void*) {
-  ggml_backend_meta_split_state s{};
-  s.n_segments = 1;
-  s.nr[0] = 1;
-  s.axis = GGML_BACKEND_SPLIT_AXIS_MIRRORED;
-  if (std::strcmp(t->name, "output.weight") == 0) {
-    s.axis = GGML_BACKEND_SPLIT_AXIS_1;
-    s.ne[0] = kSplit;
-    s.ne[1] = kV - kSplit;
-  }
-  return s;
-}
+constexpr int64_t kRows[2] = {kSplit, kV - kSplit};  // output.weight's rows a device
 
 using ContextPtr = std::unique_ptr<ggml_context, void (*)(ggml_context*)>;
 using BufferPtr = std::unique_ptr<ggml_backend_buffer, void (*)(ggml_backend_buffer_t)>;
@@ -220,7 +209,7 @@ void meta_route(ggml_backend_dev_t d0, ggml_backend_dev_t d1) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const Values v(seed);
   ggml_backend_dev_t devs[2] = {d0, d1};
-  ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 2, split_rule, nullptr);
+  ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 2, split_output_weight, const_cast<int64_t*>(kRows));
   BackendPtr backend(ggml_backend_dev_init(meta, nullptr), ggml_backend_free);
   ASSERT_NE(nullptr, backend);
   Draft d;
