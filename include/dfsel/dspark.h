@@ -129,7 +129,8 @@ DFSEL_API const char* dfsel_dspark_plan_last_error(const dfsel_dspark_plan* plan
 DFSEL_API dfsel_status dfsel_dspark_plan_run(dfsel_dspark_plan* plan, const dfsel_dspark_inputs* in,
                                              const dfsel_dspark_outputs* out, void* stream);
 /* One chain for several ranks driven from this thread, as dfsel_run_group: the plans describe
- * one chain (config, placement and weight types, transform compared bit for bit), an
+ * one chain (config, placement and weight types, the types as given before creation widens
+ * block types, the transform compared bit for bit: the rule the NCCL set-up applies), an
  * in-process group is whole and its ranges tile [0, V_draft), and temperature, p_min and seed
  * are the same in every inputs[i]. Every rank must be given the same anchors, hidden rows and
  * scalars and hold the same conf_w: the plans compare them at the first exchange (a digest in
