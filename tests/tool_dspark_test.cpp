@@ -89,7 +89,7 @@ TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
       {"--dspark --vocab 1000 --n-draft 2000", "--n-draft = 2000 must be in [1, 1024]"},
       {"--dspark --vocab 1000 --p-min 0.5 --steps 1", "--p-min = 0.5 needs a confidence head"},
       {"--dspark --vocab 1000 --rank 48 --weight-type q8_0", "--weight-type q8_0 but --rank = 48 is not a multiple of 32"},
-      {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "placement = SHARDED"},
+      {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "--placement sharded splits W1 by draft ids"},
       {"--dspark --vocab 1000 --threads 2000", "--threads"},
       {"--dspark --vocab 100 --shards 200", "--shards = 200 is more than the vocabulary has tokens (V = 100)"},
   };
@@ -104,6 +104,33 @@ TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
   EXPECT_EQ(r.signal, 0) << r.output;
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("needs about"), std::string::npos) << r.output;
+}
+
+// --placement sharded splits W1 by draft ids, so it needs no d2t map: a map, the draft's or the
+// random one a --target-vocab larger than --vocab makes, conflicts with the flag, which is the
+// request's fault (exit 2) and named with the reason. The draft's map once exited 1 with a message
+// about the file; --target-vocab named the C API's fields and said "d2t is given".
+TEST(ToolDSpark, ShardedPlacementBesideAD2tMapNamesTheFlag) {
+  const std::string path = testing::TempDir() + "dfsel_dspark_sharded_d2t.gguf";
+  const CliRun w = write_draft("--dspark " + path + " --vocab 3000 --target-vocab 5000 --rank 64");
+  ASSERT_EQ(w.status, 0) << w.output;
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {"--gguf " + path + " --placement sharded --shards 2 --steps 1",
+       {"--placement sharded", "d2t", path + " maps its draft ids to target ids"}},
+      {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded --steps 1",
+       {"--placement sharded", "--target-vocab 2000 is larger than --vocab 1000"}},
+  };
+  for (const auto& [args, needles] : cases) {
+    const CliRun r = dfsel_cmd(args);
+    EXPECT_EQ(r.status, 2) << args << ":\n" << r.output;
+    for (const std::string& n : needles) EXPECT_NE(r.output.find(n), std::string::npos) << args << ":\n" << r.output;
+    EXPECT_EQ(r.output.find("placement = SHARDED"), std::string::npos) << args << ":\n" << r.output;
+    EXPECT_EQ(r.output.find("d2t is given"), std::string::npos) << args << ":\n" << r.output;
+  }
+  // Replicated, the same draft runs.
+  const CliRun ok = dfsel_cmd("--gguf " + path + " --shards 2 --steps 1");
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  std::remove(path.c_str());
 }
 
 // Overwrites F32 element i of tensor `name` of the draft at path with v.

@@ -47,6 +47,19 @@ std::string refusal(const DSparkProblem& p, dfsel_status st, const char* msg, bo
   return dfsel::tools::refusal(st, msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), bad_request);
 }
 
+// --placement sharded splits W1 by draft ids, which needs the draft ids to be the target ids:
+// a d2t map conflicts with the flag, whichever made it (the draft's own, or the random one that
+// --target-vocab larger than --vocab asks for). The request is bad, not the file: the library's
+// refusal would name its fields and, for a draft, the file. "" when there is no conflict.
+std::string placement_refusal(const DSparkProblem& p, bool has_d2t) {
+  if (!p.sharded || !has_d2t) return "";
+  const std::string why = "--placement sharded splits W1 by draft ids, so it needs the draft ids to be the target ids, but ";
+  if (p.gguf.empty())
+    return why + "--target-vocab " + std::to_string(p.target_vocab) + " is larger than --vocab " + std::to_string(p.vocab) +
+           " (a random d2t map); give --placement replicated, or no --target-vocab";
+  return why + printable(p.gguf.c_str()) + " maps its draft ids to target ids (d2t); give --placement replicated";
+}
+
 }  // namespace
 
 struct DSparkRunner::Impl {
@@ -197,6 +210,11 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
     return *err = "--target-vocab " + std::to_string(p.target_vocab) + " is smaller than --vocab " +
                   std::to_string(p.vocab) + "; a synthetic chain's target vocabulary is --vocab, or larger with a random "
                   "d2t map", false;
+  }
+  *err = placement_refusal(p, p.gguf.empty() ? p.target_vocab > p.vocab : m.full.d2t != nullptr);
+  if (!err->empty()) {
+    if (bad_request) *bad_request = true;
+    return false;
   }
   if (p.p_min > 0.0f && p.embd == 0) {
     if (bad_request) *bad_request = true;
