@@ -72,7 +72,7 @@ TEST(ToolOptions, WholeNumbersParse) {
 }
 
 TEST(ToolOptions, GgufSetsTheSizesAndNeedsAName) {
-  for (const char* flag : {"--top-k", "--rank", "--vocab", "--embd", "--block-size"}) {
+  for (const char* flag : {"--top-k", "--rank", "--vocab", "--embd", "--block-size", "--codebook-type"}) {
     Options o;
     std::string err;
     EXPECT_FALSE(parse({"--gguf", "draft.gguf", flag, "8"}, &o, &err)) << flag;
@@ -141,10 +141,11 @@ TEST(ToolCli, BadRequestsExit2AndNameTheFlag) {
   }
 }
 
-// With --gguf the draft's sizes stand: the size flags used to be ignored without a word, and
-// an empty name ran the synthetic problem.
+// With --gguf the draft's sizes and codebook type stand: the size flags and --codebook-type used
+// to be ignored without a word (the DSpark mode refuses --weight-type alike), and an empty name
+// ran the synthetic problem.
 TEST(ToolCli, GgufRefusesSizeFlagsAndAnEmptyName) {
-  for (const char* flag : {"--top-k 8", "--rank 64", "--vocab 1000", "--embd 64", "--block-size 8"}) {
+  for (const char* flag : {"--top-k 8", "--rank 64", "--vocab 1000", "--embd 64", "--block-size 8", "--codebook-type f16"}) {
     const CliRun r = run(std::string("--gguf draft.gguf ") + flag + " --steps 1");
     EXPECT_EQ(r.status, 2) << flag << ":\n" << r.output;
     EXPECT_NE(r.output.find("cannot be combined with --gguf"), std::string::npos) << r.output;
@@ -216,6 +217,23 @@ TEST(ToolCli, GgufKeysArePrintedEscaped) {
   EXPECT_EQ(r.output.find('\x9b'), std::string::npos);
   EXPECT_EQ(r.output.find('\xff'), std::string::npos);
   EXPECT_NE(r.output.find("\\x1b[31m\\x9b\\xff.name"), std::string::npos) << r.output;
+}
+
+// A draft's weights are reported as the file stores them, as the DSpark mode reports its own:
+// a Q2_K draft once printed BF16, the type its codebooks are read as.
+TEST(ToolCli, ADraftsWeightTypesAreTheFilesAndWhatTheyAreReadAs) {
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("q2_k.gguf");
+  const CliRun w = dfsel::test::run_command(std::string(DFSEL_WRITE_DRAFT_BIN) + " " + path +
+                                            " --vocab 300 --rank 256 --embd 64 --codebook-type q2_k --hidden-type q8_0");
+  ASSERT_EQ(w.status, 0) << w.output;
+  const CliRun r = run("--backend cpu --gguf " + path + " --steps 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("selector_predecessor Q2_K (read as BF16) {256, 300}, selector_successor Q2_K (read as BF16), "
+                          "selector_hidden Q8_0 {64, 256}"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("codebooks Q2_K (read as BF16) replicated"), std::string::npos) << r.output;
 }
 
 // A FIFO given as the draft is refused at once instead of blocking the command.

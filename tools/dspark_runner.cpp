@@ -109,21 +109,6 @@ DSparkRunner::~DSparkRunner() = default;
 
 namespace {
 
-// A tensor's type as the file stores it ("Q4_K (read as BF16)" where the view widened it).
-std::string stored_type(const dfsel_gguf* g, const char* name, dfsel_type read_as) {
-  int64_t n = 0;
-  dfsel_gguf_tensor_count(g, &n);
-  for (int64_t i = 0; i < n; ++i) {
-    dfsel_gguf_tensor_desc t{};
-    if (dfsel_gguf_tensor_info(g, i, &t) != DFSEL_SUCCESS || std::strcmp(t.name, name) != 0) continue;
-    if (t.ggml_type == (int32_t)read_as) break;
-    std::string s = t.type_name;
-    for (char& ch : s) ch = (char)std::toupper((unsigned char)ch);
-    return s + " (read as " + dfsel_type_name(read_as) + ")";
-  }
-  return dfsel_type_name(read_as);
-}
-
 bool load_draft(DSparkProblem* p, dfsel_gguf** g, dfsel_dspark_plan_desc* full, std::FILE* log,
                 std::string* err) {
   const auto t0 = std::chrono::steady_clock::now();

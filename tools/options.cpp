@@ -28,8 +28,9 @@ void print_usage() {
       "  --backend B       auto, cpu or cuda (auto)\n"
       "  --threads N       CPU backend worker threads, 0 for every core (0)\n"
       "  --gguf FILE       take the selector (sizes, codebooks, W_h) from a DFlash2 GGUF draft;\n"
-      "                    its sizes then stand: --vocab, --embd, --rank, --top-k, --block-size\n"
-      "                    are refused with it (a DSpark draft runs its chain: dfsel --dspark --help)\n"
+      "                    its sizes and types then stand: --vocab, --embd, --rank, --top-k,\n"
+      "                    --block-size and --codebook-type are refused with it (a DSpark draft\n"
+      "                    runs its chain: dfsel --dspark --help)\n"
       "  --dspark          run a DSpark draft's Markov chain instead (dfsel --dspark --help)\n");
 }
 
@@ -69,12 +70,14 @@ bool parse_command_line(int argc, const char* const* argv, const char* bare, con
   if (given.count("--gguf"))
     for (size_t i = 0; i < n_sizes; ++i)
       if (given.count(draft_sizes[i]))
-        return *err = std::string(draft_sizes[i]) + " cannot be combined with --gguf: the draft's metadata sets it", false;
+        return *err = std::string(draft_sizes[i]) + " cannot be combined with --gguf: the draft sets it", false;
   return true;
 }
 
 bool parse_options(int argc, const char* const* argv, Options* o, std::string* err) {
-  static const char* const kDraftSizes[] = {"--vocab", "--embd", "--rank", "--top-k", "--block-size"};
+  // The draft sets its codebooks' type as it sets its sizes (the DSpark mode refuses --weight-type
+  // with --gguf alike): a --codebook-type beside it would be ignored without a word.
+  static const char* const kDraftSizes[] = {"--vocab", "--embd", "--rank", "--top-k", "--block-size", "--codebook-type"};
   const FlagSetter set = [o](const std::string& a, const char* v, std::string* err) {
     long long n = 0;
     bool ok = true;

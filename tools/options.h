@@ -29,8 +29,8 @@ bool type_named(const std::string& s, bool weight, dfsel_type* t);
 // The command line of either mode (parse_options, parse_dspark_options): -h or --help, else
 // flags each followed by its value, parsed whole. on_flag(flag, value, err) stores one flag's
 // value, false with *err set (an unknown flag included). `bare` is a flag that takes no value
-// and is passed over (NULL: none). --gguf needs a file name, and the sizes a draft sets
-// (draft_sizes, n_sizes) cannot be given beside it. False with *err one sentence naming the
+// and is passed over (NULL: none). --gguf needs a file name, and the sizes and types a draft
+// sets (draft_sizes, n_sizes) cannot be given beside it. False with *err one sentence naming the
 // flag and the value.
 using FlagSetter = std::function<bool(const std::string& flag, const char* value, std::string* err)>;
 bool parse_command_line(int argc, const char* const* argv, const char* bare, const FlagSetter& on_flag,
