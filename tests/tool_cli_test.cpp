@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -43,8 +44,8 @@ TEST(ToolOptions, NumbersParseWholeOrAreRefused) {
       {{"--seed", "-1"}, "--seed"},           {{"--temperature", "nan"}, "--temperature"},
       {{"--threads", "1.5"}, "--threads"},    {{"--shards", "0"}, "--shards = 0"},
       // Once read as 0 (greedy) without a word, and hex floats, inf and blanks as strtod takes them.
-      {{"--temperature", "1e-50"}, "--temperature = 1e-50 is below the smallest normal float"},
-      {{"--p-min", "1e-45"}, "--p-min = 1e-45 is below the smallest normal float"},
+      {{"--temperature", "1e-50"}, "--temperature = 1e-50 is below the smallest positive float, 1.4013e-45"},
+      {{"--p-min", "1e-46"}, "--p-min = 1e-46 is below the smallest positive float"},
       {{"--temperature", "0x1p-3"}, "--temperature takes a decimal number such as 0.8, not '0x1p-3'"},
       {{"--temperature", "inf"}, "--temperature takes a decimal number"},
       {{"--temperature", "\n0.5"}, "--temperature takes a decimal number"},
@@ -69,6 +70,31 @@ TEST(ToolOptions, WholeNumbersParse) {
   EXPECT_EQ(o.vocab, 32000);
   EXPECT_EQ(o.seed, 18446744073709551615ull);
   EXPECT_EQ(o.threads, 2);
+}
+
+// A flag takes the library's range and nothing narrower: a subnormal temperature or p_min, which
+// the library documents (the greedy limit of sampling), was refused below the smallest normal
+// float; --rank, --top-k and --block-size each name one range, the library's, whatever the value.
+TEST(ToolOptions, FlagsTakeTheLibrarysRanges) {
+  Options o;
+  std::string err;
+  ASSERT_TRUE(parse({"--temperature", "1e-40", "--p-min", "1e-45"}, &o, &err)) << err;
+  EXPECT_EQ(std::fpclassify(o.temperature), FP_SUBNORMAL);
+  EXPECT_EQ(o.temperature, 1e-40f);
+  EXPECT_GT(o.p_min, 0.0f);
+  ASSERT_TRUE(parse({"--temperature", "3.4e38"}, &o, &err)) << err;
+  EXPECT_EQ(o.temperature, 3.4e38f);
+  const Refusal cases[] = {
+      {{"--rank", "0"}, "--rank = 0 is outside [1, 1024]"},        {{"--rank", "2000"}, "--rank = 2000 is outside [1, 1024]"},
+      {{"--top-k", "0"}, "--top-k = 0 is outside [1, 64]"},        {{"--top-k", "65"}, "--top-k = 65 is outside [1, 64]"},
+      {{"--block-size", "1"}, "--block-size = 1 is outside [2, 1024]"},
+      {{"--block-size", "1025"}, "--block-size = 1025 is outside [2, 1024]"},
+      {{"--temperature", "1e39"}, "--temperature = 1e39 is outside [0, 3.40282e+38]"},
+  };
+  for (const Refusal& c : cases) {
+    EXPECT_FALSE(parse(c.args, &o, &err)) << c.names;
+    EXPECT_NE(err.find(c.names), std::string::npos) << err;
+  }
 }
 
 TEST(ToolOptions, GgufSetsTheSizesAndNeedsAName) {
@@ -125,10 +151,10 @@ TEST(ToolCli, BadRequestsExit2AndNameTheFlag) {
       {"--vocab 12abc", "--vocab takes a whole number, not '12abc'"},
       {"--seed abc", "--seed takes a whole number >= 0, not 'abc'"},
       {"--vocab --steps 1", "--vocab needs a value"},
-      {"--top-k 100", "dfsel: --top-k = 100 must be in [1, 64]"},
-      {"--block-size 1025", "dfsel: --block-size = 1025 must be in [2, 1024]"},
-      {"--rank 2000", "dfsel: --rank = 2000 must be in [1, 1024]"},
-      {"--temperature 1e31", "dfsel: --temperature = 1e31 is outside [0, 1e+30]"},
+      {"--top-k 100", "dfsel: --top-k = 100 is outside [1, 64]"},
+      {"--block-size 1025", "dfsel: --block-size = 1025 is outside [2, 1024]"},
+      {"--rank 2000", "dfsel: --rank = 2000 is outside [1, 1024]"},
+      {"--temperature 1e39", "dfsel: --temperature = 1e39 is outside [0, 3.40282e+38]"},
       // Once blamed on shard 0's empty vocabulary range.
       {"--shards 2147483647", "dfsel: --shards = 2147483647 is more than the vocabulary has tokens (V = 248320)"},
   };

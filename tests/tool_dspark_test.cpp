@@ -79,14 +79,14 @@ TEST(ToolDSpark, ADSparkDraftRunsThroughGguf) {
 // (exit 2) named by the flag, not by the C API's field; a request that cannot run here exits 1.
 TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
   const std::pair<const char*, const char*> bad[] = {
-      {"--dspark --n-draft 0", "--n-draft = 0"},
+      {"--dspark --n-draft 0", "--n-draft = 0 is outside [1, 1024]"},
       {"--dspark --vocab 12x", "--vocab takes a whole number"},
       {"--dspark --weight-type q4_k", "--weight-type is f32, f16, bf16 or q8_0"},
       {"--dspark --placement both", "--placement is replicated or sharded"},
       {"--dspark --sample-from-anchor 2", "--sample-from-anchor = 2"},
       {"--dspark --top-k 4", "unknown option --top-k in the DSpark mode"},
-      {"--dspark --vocab 1000 --rank 2000", "--rank = 2000 must be in [1, 1024]"},
-      {"--dspark --vocab 1000 --n-draft 2000", "--n-draft = 2000 must be in [1, 1024]"},
+      {"--dspark --vocab 1000 --rank 2000", "--rank = 2000 is outside [1, 1024]"},
+      {"--dspark --vocab 1000 --n-draft 2000", "--n-draft = 2000 is outside [1, 1024]"},
       {"--dspark --vocab 1000 --p-min 0.5 --steps 1", "--p-min = 0.5 needs a confidence head"},
       {"--dspark --vocab 1000 --rank 48 --weight-type q8_0", "--weight-type q8_0 but --rank = 48 is not a multiple of 32"},
       {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "--placement sharded splits W1 by draft ids"},
@@ -131,6 +131,26 @@ TEST(ToolDSpark, ShardedPlacementBesideAD2tMapNamesTheFlag) {
   const CliRun ok = dfsel_cmd("--gguf " + path + " --shards 2 --steps 1");
   EXPECT_EQ(ok.status, 0) << ok.output;
   std::remove(path.c_str());
+}
+
+// One range per flag, the library's: --n-draft 0 once named [1, 2147483647] and --n-draft 2000
+// [1, 1024]; a subnormal --temperature, which the library documents as sampling's greedy limit,
+// was refused as below the smallest normal float. In both modes it runs.
+TEST(ToolDSpark, FlagsTakeTheLibrarysRanges) {
+  for (const char* n : {"0", "2000"}) {
+    const CliRun r = dfsel_cmd(std::string("--dspark --vocab 1000 --n-draft ") + n);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string("--n-draft = ") + n + " is outside [1, 1024]"), std::string::npos) << r.output;
+  }
+  const CliRun dspark = dfsel_cmd("--dspark --vocab 1000 --rank 64 --blocks 2 --temperature 1e-40 --steps 1");
+  EXPECT_EQ(dspark.status, 0) << dspark.output;
+  EXPECT_EQ(blocks_printed(dspark.output), 2) << dspark.output;
+  const CliRun dflash2 = dfsel_cmd("--backend cpu --vocab 1000 --embd 64 --rank 32 --top-k 4 --temperature 1e-40 --steps 1");
+  EXPECT_EQ(dflash2.status, 0) << dflash2.output;
+  const CliRun zero = dfsel_cmd("--dspark --vocab 1000 --temperature 1e-50");
+  EXPECT_EQ(zero.status, 2) << zero.output;
+  EXPECT_NE(zero.output.find("--temperature = 1e-50 is below the smallest positive float"), std::string::npos)
+      << zero.output;
 }
 
 // Overwrites F32 element i of tensor `name` of the draft at path with v.

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <set>
 
+#include "kernels/common/limits.cuh"
 #include "parse_number.h"
 
 namespace dfsel::tools {
@@ -13,15 +14,15 @@ void print_usage() {
       "usage: dfsel [options]\n"
       "  --vocab V         vocabulary size (248320)\n"
       "  --embd E          hidden width (5120)\n"
-      "  --rank R          codebook rank (256)\n"
-      "  --top-k K         candidates per position (16)\n"
-      "  --block-size B    anchor + drafted positions (16)\n"
+      "  --rank R          codebook rank, 1 to %d (256)\n"
+      "  --top-k K         candidates per position, 1 to %d (16)\n"
+      "  --block-size B    anchor + drafted positions, 2 to %d (16)\n"
       "  --blocks N        blocks per step (1)\n"
       "  --shards S        vocabulary shards (1): GPUs when there are that many, else simulated\n"
       "  --dtype T         logits and hidden type: f32, f16, bf16 (f32)\n"
       "  --codebook-type T f32, f16, bf16, q8_0 (bf16)\n"
       "  --placement P     replicated or sharded codebooks (replicated)\n"
-      "  --temperature T   0 greedy, > 0 sampling (0)\n"
+      "  --temperature T   0 greedy, > 0 sampling, subnormals included (0)\n"
       "  --p-min P         stop a block when the chosen probability is below P (0)\n"
       "  --seed S          inputs and sampling seed (1)\n"
       "  --steps N         timed steps (5)\n"
@@ -31,7 +32,8 @@ void print_usage() {
       "                    its sizes and types then stand: --vocab, --embd, --rank, --top-k,\n"
       "                    --block-size and --codebook-type are refused with it (a DSpark draft\n"
       "                    runs its chain: dfsel --dspark --help)\n"
-      "  --dspark          run a DSpark draft's Markov chain instead (dfsel --dspark --help)\n");
+      "  --dspark          run a DSpark draft's Markov chain instead (dfsel --dspark --help)\n",
+      kMaxCodebookRank, kMaxTopK, kMaxBlockSize);
 }
 
 bool type_named(const std::string& s, bool weight, dfsel_type* t) {
@@ -74,6 +76,8 @@ bool parse_command_line(int argc, const char* const* argv, const char* bare, con
   return true;
 }
 
+// Each flag that sets a field of the library takes the library's range (kernels/common/limits.cuh),
+// so that a value is refused by one range whichever side refuses it.
 bool parse_options(int argc, const char* const* argv, Options* o, std::string* err) {
   // The draft sets its codebooks' type as it sets its sizes (the DSpark mode refuses --weight-type
   // with --gguf alike): a --codebook-type beside it would be ignored without a word.
@@ -83,15 +87,15 @@ bool parse_options(int argc, const char* const* argv, Options* o, std::string* e
     bool ok = true;
     if (a == "--vocab") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->vocab = n;
     else if (a == "--embd") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->embd = n;
-    else if (a == "--rank") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->rank = (int)n;
-    else if (a == "--top-k") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->top_k = (int)n;
-    else if (a == "--block-size") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->block = (int)n;
+    else if (a == "--rank") ok = parse_int(a, v, 1, kMaxCodebookRank, &n, err), o->rank = (int)n;
+    else if (a == "--top-k") ok = parse_int(a, v, 1, kMaxTopK, &n, err), o->top_k = (int)n;
+    else if (a == "--block-size") ok = parse_int(a, v, 2, kMaxBlockSize, &n, err), o->block = (int)n;
     else if (a == "--blocks") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->blocks = (int)n;
     else if (a == "--shards") ok = parse_int(a, v, 1, INT32_MAX, &n, err), o->shards = (int)n;
     else if (a == "--steps") ok = parse_int(a, v, 1, 1000000, &n, err), o->steps = (int)n;
     else if (a == "--threads") ok = parse_int(a, v, 0, 1024, &n, err), o->threads = (int)n;
     else if (a == "--seed") ok = parse_u64(a, v, &o->seed, err);
-    else if (a == "--temperature") ok = parse_float(a, v, 0.0, 1e30, &o->temperature, err);
+    else if (a == "--temperature") ok = parse_float(a, v, 0.0, kMaxTemperature, &o->temperature, err);
     else if (a == "--p-min") ok = parse_float(a, v, 0.0, 1.0, &o->p_min, err);
     else if (a == "--dtype") o->logits_type = v;
     else if (a == "--codebook-type") o->cb_type = v;

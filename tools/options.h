@@ -3,6 +3,7 @@
 // GGUF draft cannot be overridden. Kept apart from main so that tests can call it.
 #pragma once
 
+#include <cfloat>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,10 @@ struct Options {
   uint64_t seed = 1;
   bool help = false;
 };
+
+// --temperature's range in both modes: the library takes any finite temperature (<= 0 greedy);
+// the command takes 0 for greedy and every positive float up to the largest, subnormals included.
+constexpr double kMaxTemperature = FLT_MAX;
 
 // A type as the command's flags name it: f32, f16, bf16, and q8_0 where a weight is meant.
 bool type_named(const std::string& s, bool weight, dfsel_type* t);
