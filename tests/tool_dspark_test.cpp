@@ -217,6 +217,19 @@ TEST(ToolDSpark, WriteDraftRefusesDraftsTheReaderRejects) {
   }
 }
 
+// --dspark picks the DSpark writer and comes first; after the file it once read "unknown option
+// --dspark", which does not say where it goes.
+TEST(ToolDSpark, WriteDraftSaysWhereDSparkGoes) {
+  const std::string out = testing::TempDir() + "dfsel_dspark_order.gguf";
+  std::remove(out.c_str());
+  const CliRun r = write_draft(out + " --dspark --vocab 300 --rank 32");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--dspark goes first, before the output file: dfsel_write_draft --dspark " + out),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(access(out.c_str(), F_OK), 0) << "a refused draft was left on disk";
+}
+
 TEST(ToolDSpark, OptionsParseWhole) {
   dfsel::tools::DSparkOptions o;
   std::string err;
