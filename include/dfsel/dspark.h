@@ -36,7 +36,11 @@
  * d2t, inputs, outputs, workspace; plan creation refuses weights, d2t or a workspace in
  * pageable host memory or on another device, the pointer named); a CUDA run is enqueued on the caller's stream, can be
  * captured in a CUDA graph, and reports what it found on the device (an anchor out of range) at
- * dfsel_dspark_plan_wait. Every output is bitwise the same on both backends.
+ * dfsel_dspark_plan_wait. Within a backend every output is bitwise the same for every shard
+ * count, placement and batching. The CPU backend is bitwise the reference, and so is the CUDA
+ * backend with its chains (DFSEL_DSPARK_PRODUCT=chains, or where its tensor-core product does not
+ * apply); that product, its default where W2 is BF16, sums W2 . e in another order: the same
+ * tokens but past a near-tie, the other outputs within float rounding (docs/dspark.md).
  */
 #ifndef DFSEL_DSPARK_H
 #define DFSEL_DSPARK_H
