@@ -3,10 +3,8 @@
 #include "dspark_runner.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <iterator>
 #include <new>
 #include <numeric>

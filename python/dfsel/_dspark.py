@@ -126,7 +126,7 @@ class DSparkPlan(Owned):
     its width), d2t [v_end - v_begin] int32 target ids (every one checked here; a run checks the
     entry of each chosen id again and raises dfsel.Error naming it if it was changed out of
     range). Raw storage is given as dfsel.typed(array, "bf16" / "q8_0" / "q4_k" / ...), or
-    weight_dtype= for w1 and w2 together (the tensors llama-quantize quantises; conf_w keeps its
+    weight_dtype= for w1 and w2 together (a quantised draft's quantised tensors; conf_w keeps its
     own type, F32 in drafts, or takes dfsel.typed). logit_scale and softcap transform the base
     logits before the bias (llama.cpp applies neither). A CUDA plan's runs take CUDA inputs on
     its device, write outputs there (torch tensors when torch is loaded) and are enqueued on
@@ -170,8 +170,8 @@ class DSparkPlan(Owned):
         if w2_scale is not None:
             keep.append(_tensor(d.w2_scale, w2_scale, "w2_scale", (Type.F32,), None, where))
         if conf_w is not None:
-            # weight_dtype is W1's and W2's storage: a draft's conf_proj is F32 beside quantised W1
-            # and W2 (llama-quantize keeps 1-row tensors in F32); raw conf_w storage takes dfsel.typed.
+            # weight_dtype is W1's and W2's storage: a quantised draft's conf_proj is F32 beside its
+            # quantised W1 and W2, and raw conf_w storage takes dfsel.typed.
             keep.append(_tensor(d.conf_w, conf_w, "conf_w", _WEIGHTS, None, where))
             if d.conf_w.ne[1] != 1 or d.conf_w.ne[0] <= markov_rank:
                 raise _not_one_row(conf_w, d.conf_w, markov_rank)
