@@ -55,7 +55,7 @@ bool parse_float(const std::string& flag, const char* v, double lo, double hi, f
     *err = flag + " takes a decimal number such as 0.8, not '" + v + "'";
     return false;
   }
-  char range[64];  // %g: 1e+30, not std::to_string's 1000000000000000019884624838656.000000
+  char range[64];  // %g: 3.40282e+38, not std::to_string's 340282346638528859811704183484516925440.000000
   if (x < lo || x > hi) {
     std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
     *err = flag + " = " + v + " is outside " + range;
