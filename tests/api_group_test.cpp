@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/common/numeric.cuh"
+#include "support/gguf_writer.h"
 #include "support/one_plan.h"
 #include "support/problem.h"
 
@@ -73,6 +74,87 @@ TEST(ApiGroup, PlansThatDescribeAnotherSelectorAreRefused) {
   // And the plans as made agree.
   const Result ok = run_case(c, d, two_shards());
   EXPECT_EQ(ok.status, DFSEL_SUCCESS) << ok.error;
+}
+
+// Two ranks whose weights are the same F32 values stored as each rank's own types (block types
+// quantised, the float types converted), so that only the types the caller gave differ.
+class GroupWeightTypes : public testing::Test {
+ protected:
+  void SetUp() override {
+    c.V = 600;
+    c.R = c.E = 256;  // whole blocks of every type (32 or 256 values)
+    c.K = 8;
+    c.block = 4;
+    d = make_data(c, 23);
+  }
+  // dfsel_run_group of the two ranks, rank s holding codebooks of type cb[s] and W_h of type
+  // wh[s]; the status, with the message of plans[0] in *why.
+  dfsel_status run(const dfsel_type (&cb)[2], const dfsel_type (&wh)[2], std::string* why) {
+    const int64_t bounds[3] = {0, 250, c.V}, n_tokens = (int64_t)c.blocks * c.block;
+    const size_t nd = (size_t)c.blocks * (c.block - 1);
+    Data own[2];
+    dfsel_plan* plans[2] = {nullptr, nullptr};
+    dfsel_inputs in[2]{};
+    dfsel_outputs out[2]{};
+    std::vector<int32_t> bufs[2];
+    for (int s = 0; s < 2; ++s) {
+      Case cs = c;
+      cs.cb_t = cb[s];
+      cs.wh_t = wh[s];
+      own[s].e_prev = stored_as(cb[s], d.e_prev);
+      own[s].e_next = stored_as(cb[s], d.e_next);
+      own[s].w_h = stored_as(wh[s], d.w_h);
+      const dfsel_plan_desc desc = cpu_desc(cs, own[s], s, 2, bounds[s], bounds[s + 1]);
+      char msg[256] = "";
+      EXPECT_EQ(dfsel_plan_create(&desc, &plans[s], msg, sizeof msg), DFSEL_SUCCESS) << msg;
+      in[s].logits = make_matrix(d.logits.data() + bounds[s] * 4, c.logits_t, bounds[s + 1] - bounds[s], n_tokens,
+                                 d.logits_nb1);
+      in[s].hidden = make_matrix(d.hidden.data(), c.hidden_t, c.E, n_tokens, d.hidden_nb1);
+      in[s].anchors = d.anchors.data();
+      in[s].n_blocks = c.blocks;
+      bufs[s].assign(nd + c.blocks, 0);
+      out[s].path = bufs[s].data();
+      out[s].n_emitted = out[s].path + nd;
+    }
+    const dfsel_status st = plans[0] && plans[1] ? dfsel_run_group(2, plans, in, out, nullptr) : DFSEL_INTERNAL_ERROR;
+    if (plans[0]) *why = dfsel_plan_last_error(plans[0]);
+    for (dfsel_plan* p : plans) dfsel_plan_destroy(p);
+    return st;
+  }
+  // F32 weights (make_data's) stored as type t.
+  static std::vector<uint8_t> stored_as(dfsel_type t, const std::vector<uint8_t>& f32) {
+    return quantize(t, reinterpret_cast<const float*>(f32.data()), (int64_t)(f32.size() / 4));
+  }
+
+  Case c;
+  Data d;
+};
+
+// Creation widens the block types to BF16; the group rule must still see the types the caller
+// gave, as the NCCL set-up does, and refuse a Q4_K rank beside a BF16 one as it refuses F16
+// beside BF16 (once the in-process check read the widened types and ran such a group).
+TEST_F(GroupWeightTypes, BlockTypesAreComparedAsGivenNotAsWidened) {
+  const dfsel_type f32[2] = {DFSEL_TYPE_F32, DFSEL_TYPE_F32};
+  const struct {
+    dfsel_type cb[2], wh[2];
+    const char* names;
+  } cases[] = {
+      {{DFSEL_TYPE_Q4_K, DFSEL_TYPE_BF16}, {DFSEL_TYPE_F32, DFSEL_TYPE_F32}, "e_prev.type = BF16, against Q4_K"},
+      {{DFSEL_TYPE_BF16, DFSEL_TYPE_Q5_0}, {DFSEL_TYPE_F32, DFSEL_TYPE_F32}, "e_prev.type = Q5_0, against BF16"},
+      {{DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q6_K}, {DFSEL_TYPE_F32, DFSEL_TYPE_F32}, "e_prev.type = Q6_K, against Q4_K"},
+      {{DFSEL_TYPE_F32, DFSEL_TYPE_F32}, {DFSEL_TYPE_Q4_0, DFSEL_TYPE_BF16}, "w_h.type = BF16, against Q4_0"},
+      {{DFSEL_TYPE_F16, DFSEL_TYPE_BF16}, {DFSEL_TYPE_F32, DFSEL_TYPE_F32}, "e_prev.type = BF16, against F16"},
+  };
+  for (const auto& m : cases) {
+    std::string why;
+    EXPECT_EQ(run(m.cb, m.wh, &why), DFSEL_INVALID_ARGUMENT) << m.names;
+    EXPECT_NE(why.find(std::string("plans[1] describes another selector than plans[0]: ") + m.names), std::string::npos)
+        << why;
+  }
+  // The same block type on both ranks is one selector.
+  std::string why;
+  const dfsel_type q4_k[2] = {DFSEL_TYPE_Q4_K, DFSEL_TYPE_Q4_K};
+  EXPECT_EQ(run(q4_k, f32, &why), DFSEL_SUCCESS) << why;
 }
 
 TEST(ApiGroup, ACallThatNamesNoPlanChangesNoPlansRecord) {

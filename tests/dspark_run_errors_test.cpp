@@ -156,6 +156,56 @@ TEST(DSparkRunErrors, GroupsMustBeOneWholeChain) {
   EXPECT_EQ(dfsel_dspark_run_group(0, nullptr, nullptr, nullptr, nullptr), DFSEL_INVALID_ARGUMENT);
 }
 
+// Creation widens Q4_0 .. Q6_K weights to BF16, but the ranks of a chain are compared on the
+// types the caller gave, as the NCCL set-up compares them: Q4_0 W1 and W2 beside BF16 ones is
+// another chain, refused as F16 beside BF16 is (once such a group ran).
+TEST(DSparkRunErrors, BlockTypesAreComparedAsGivenNotAsWidened) {
+  DSparkRunOpts r;
+  r.bounds = {0, 70, 200};
+  auto run = [&](dfsel_type rank0, dfsel_type rank1, std::string* why) {
+    DSparkCase c[2];
+    DSparkData d[2];
+    std::vector<dfsel_dspark_plan*> plans(2, nullptr);
+    std::vector<dfsel_dspark_inputs> in(2);
+    std::vector<dfsel_dspark_outputs> out(2);
+    std::vector<std::vector<int32_t>> tok(2), ne(2);
+    for (int s = 0; s < 2; ++s) {
+      c[s].V = c[s].V_target = 200;
+      c[s].R = 32;  // whole blocks of Q4_0
+      c[s].w1_t = c[s].w2_t = s ? rank1 : rank0;
+      d[s] = make_dspark_data(c[s], 5);
+      const dfsel_dspark_plan_desc desc = dspark_desc(c[s], d[s], r, s);
+      char msg[512] = "";
+      EXPECT_EQ(dfsel_dspark_plan_create(&desc, &plans[s], msg, sizeof msg), DFSEL_SUCCESS) << msg;
+      in[s] = dspark_inputs(c[0], d[0], r, s);  // every rank the same inputs
+      tok[s].assign((size_t)c[s].blocks * c[s].N, 0);
+      ne[s].assign(c[s].blocks, 0);
+      out[s] = dfsel_dspark_outputs{c[s].blocks, tok[s].data(), ne[s].data(), nullptr, nullptr, nullptr, nullptr, nullptr};
+    }
+    const dfsel_status st =
+        plans[0] && plans[1] ? dfsel_dspark_run_group(2, plans.data(), in.data(), out.data(), nullptr) : DFSEL_INTERNAL_ERROR;
+    if (plans[0]) *why = dfsel_dspark_plan_last_error(plans[0]);
+    for (dfsel_dspark_plan* p : plans) dfsel_dspark_plan_destroy(p);
+    return st;
+  };
+  const struct {
+    dfsel_type rank0, rank1;
+    const char* names;
+  } cases[] = {
+      {DFSEL_TYPE_Q4_0, DFSEL_TYPE_BF16, "w1.type = BF16, against Q4_0"},
+      {DFSEL_TYPE_BF16, DFSEL_TYPE_Q5_1, "w1.type = Q5_1, against BF16"},
+      {DFSEL_TYPE_F16, DFSEL_TYPE_BF16, "w1.type = BF16, against F16"},
+  };
+  for (const auto& m : cases) {
+    std::string why;
+    EXPECT_EQ(run(m.rank0, m.rank1, &why), DFSEL_INVALID_ARGUMENT) << m.names;
+    EXPECT_NE(why.find(std::string("plans[1] describes another selector than plans[0]: ") + m.names), std::string::npos)
+        << why;
+  }
+  std::string why;
+  EXPECT_EQ(run(DFSEL_TYPE_Q4_0, DFSEL_TYPE_Q4_0, &why), DFSEL_SUCCESS) << why;
+}
+
 TEST(DSparkRunErrors, APlanListedTwiceOrHeldElsewhereIsRefused) {
   ChainRun run;
   dfsel_dspark_plan* twice[2] = {run.plan, run.plan};

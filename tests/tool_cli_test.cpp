@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -43,8 +44,8 @@ TEST(ToolOptions, NumbersParseWholeOrAreRefused) {
       {{"--seed", "-1"}, "--seed"},           {{"--temperature", "nan"}, "--temperature"},
       {{"--threads", "1.5"}, "--threads"},    {{"--shards", "0"}, "--shards = 0"},
       // Once read as 0 (greedy) without a word, and hex floats, inf and blanks as strtod takes them.
-      {{"--temperature", "1e-50"}, "--temperature = 1e-50 is below the smallest normal float"},
-      {{"--p-min", "1e-45"}, "--p-min = 1e-45 is below the smallest normal float"},
+      {{"--temperature", "1e-50"}, "--temperature = 1e-50 is below the smallest positive float, 1.4013e-45"},
+      {{"--p-min", "1e-46"}, "--p-min = 1e-46 is below the smallest positive float"},
       {{"--temperature", "0x1p-3"}, "--temperature takes a decimal number such as 0.8, not '0x1p-3'"},
       {{"--temperature", "inf"}, "--temperature takes a decimal number"},
       {{"--temperature", "\n0.5"}, "--temperature takes a decimal number"},
@@ -71,8 +72,33 @@ TEST(ToolOptions, WholeNumbersParse) {
   EXPECT_EQ(o.threads, 2);
 }
 
+// A flag takes the library's range and nothing narrower: a subnormal temperature or p_min, which
+// the library documents (the greedy limit of sampling), was refused below the smallest normal
+// float; --rank, --top-k and --block-size each name one range, the library's, whatever the value.
+TEST(ToolOptions, FlagsTakeTheLibrarysRanges) {
+  Options o;
+  std::string err;
+  ASSERT_TRUE(parse({"--temperature", "1e-40", "--p-min", "1e-45"}, &o, &err)) << err;
+  EXPECT_EQ(std::fpclassify(o.temperature), FP_SUBNORMAL);
+  EXPECT_EQ(o.temperature, 1e-40f);
+  EXPECT_GT(o.p_min, 0.0f);
+  ASSERT_TRUE(parse({"--temperature", "3.4e38"}, &o, &err)) << err;
+  EXPECT_EQ(o.temperature, 3.4e38f);
+  const Refusal cases[] = {
+      {{"--rank", "0"}, "--rank = 0 is outside [1, 1024]"},        {{"--rank", "2000"}, "--rank = 2000 is outside [1, 1024]"},
+      {{"--top-k", "0"}, "--top-k = 0 is outside [1, 64]"},        {{"--top-k", "65"}, "--top-k = 65 is outside [1, 64]"},
+      {{"--block-size", "1"}, "--block-size = 1 is outside [2, 1024]"},
+      {{"--block-size", "1025"}, "--block-size = 1025 is outside [2, 1024]"},
+      {{"--temperature", "1e39"}, "--temperature = 1e39 is outside [0, 3.40282e+38]"},
+  };
+  for (const Refusal& c : cases) {
+    EXPECT_FALSE(parse(c.args, &o, &err)) << c.names;
+    EXPECT_NE(err.find(c.names), std::string::npos) << err;
+  }
+}
+
 TEST(ToolOptions, GgufSetsTheSizesAndNeedsAName) {
-  for (const char* flag : {"--top-k", "--rank", "--vocab", "--embd", "--block-size"}) {
+  for (const char* flag : {"--top-k", "--rank", "--vocab", "--embd", "--block-size", "--codebook-type"}) {
     Options o;
     std::string err;
     EXPECT_FALSE(parse({"--gguf", "draft.gguf", flag, "8"}, &o, &err)) << flag;
@@ -125,10 +151,10 @@ TEST(ToolCli, BadRequestsExit2AndNameTheFlag) {
       {"--vocab 12abc", "--vocab takes a whole number, not '12abc'"},
       {"--seed abc", "--seed takes a whole number >= 0, not 'abc'"},
       {"--vocab --steps 1", "--vocab needs a value"},
-      {"--top-k 100", "dfsel: --top-k = 100 must be in [1, 64]"},
-      {"--block-size 1025", "dfsel: --block-size = 1025 must be in [2, 1024]"},
-      {"--rank 2000", "dfsel: --rank = 2000 must be in [1, 1024]"},
-      {"--temperature 1e31", "dfsel: --temperature = 1e31 is outside [0, 1e+30]"},
+      {"--top-k 100", "dfsel: --top-k = 100 is outside [1, 64]"},
+      {"--block-size 1025", "dfsel: --block-size = 1025 is outside [2, 1024]"},
+      {"--rank 2000", "dfsel: --rank = 2000 is outside [1, 1024]"},
+      {"--temperature 1e39", "dfsel: --temperature = 1e39 is outside [0, 3.40282e+38]"},
       // Once blamed on shard 0's empty vocabulary range.
       {"--shards 2147483647", "dfsel: --shards = 2147483647 is more than the vocabulary has tokens (V = 248320)"},
   };
@@ -141,10 +167,11 @@ TEST(ToolCli, BadRequestsExit2AndNameTheFlag) {
   }
 }
 
-// With --gguf the draft's sizes stand: the size flags used to be ignored without a word, and
-// an empty name ran the synthetic problem.
+// With --gguf the draft's sizes and codebook type stand: the size flags and --codebook-type used
+// to be ignored without a word (the DSpark mode refuses --weight-type alike), and an empty name
+// ran the synthetic problem.
 TEST(ToolCli, GgufRefusesSizeFlagsAndAnEmptyName) {
-  for (const char* flag : {"--top-k 8", "--rank 64", "--vocab 1000", "--embd 64", "--block-size 8"}) {
+  for (const char* flag : {"--top-k 8", "--rank 64", "--vocab 1000", "--embd 64", "--block-size 8", "--codebook-type f16"}) {
     const CliRun r = run(std::string("--gguf draft.gguf ") + flag + " --steps 1");
     EXPECT_EQ(r.status, 2) << flag << ":\n" << r.output;
     EXPECT_NE(r.output.find("cannot be combined with --gguf"), std::string::npos) << r.output;
@@ -216,6 +243,23 @@ TEST(ToolCli, GgufKeysArePrintedEscaped) {
   EXPECT_EQ(r.output.find('\x9b'), std::string::npos);
   EXPECT_EQ(r.output.find('\xff'), std::string::npos);
   EXPECT_NE(r.output.find("\\x1b[31m\\x9b\\xff.name"), std::string::npos) << r.output;
+}
+
+// A draft's weights are reported as the file stores them, as the DSpark mode reports its own:
+// a Q2_K draft once printed BF16, the type its codebooks are read as.
+TEST(ToolCli, ADraftsWeightTypesAreTheFilesAndWhatTheyAreReadAs) {
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("q2_k.gguf");
+  const CliRun w = dfsel::test::run_command(std::string(DFSEL_WRITE_DRAFT_BIN) + " " + path +
+                                            " --vocab 300 --rank 256 --embd 64 --codebook-type q2_k --hidden-type q8_0");
+  ASSERT_EQ(w.status, 0) << w.output;
+  const CliRun r = run("--backend cpu --gguf " + path + " --steps 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("selector_predecessor Q2_K (read as BF16) {256, 300}, selector_successor Q2_K (read as BF16), "
+                          "selector_hidden Q8_0 {64, 256}"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("codebooks Q2_K (read as BF16) replicated"), std::string::npos) << r.output;
 }
 
 // A FIFO given as the draft is refused at once instead of blocking the command.

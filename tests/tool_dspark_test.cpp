@@ -79,17 +79,17 @@ TEST(ToolDSpark, ADSparkDraftRunsThroughGguf) {
 // (exit 2) named by the flag, not by the C API's field; a request that cannot run here exits 1.
 TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
   const std::pair<const char*, const char*> bad[] = {
-      {"--dspark --n-draft 0", "--n-draft = 0"},
+      {"--dspark --n-draft 0", "--n-draft = 0 is outside [1, 1024]"},
       {"--dspark --vocab 12x", "--vocab takes a whole number"},
       {"--dspark --weight-type q4_k", "--weight-type is f32, f16, bf16 or q8_0"},
       {"--dspark --placement both", "--placement is replicated or sharded"},
       {"--dspark --sample-from-anchor 2", "--sample-from-anchor = 2"},
       {"--dspark --top-k 4", "unknown option --top-k in the DSpark mode"},
-      {"--dspark --vocab 1000 --rank 2000", "--rank = 2000 must be in [1, 1024]"},
-      {"--dspark --vocab 1000 --n-draft 2000", "--n-draft = 2000 must be in [1, 1024]"},
+      {"--dspark --vocab 1000 --rank 2000", "--rank = 2000 is outside [1, 1024]"},
+      {"--dspark --vocab 1000 --n-draft 2000", "--n-draft = 2000 is outside [1, 1024]"},
       {"--dspark --vocab 1000 --p-min 0.5 --steps 1", "--p-min = 0.5 needs a confidence head"},
       {"--dspark --vocab 1000 --rank 48 --weight-type q8_0", "--weight-type q8_0 but --rank = 48 is not a multiple of 32"},
-      {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "placement = SHARDED"},
+      {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded", "--placement sharded splits W1 by draft ids"},
       {"--dspark --vocab 1000 --threads 2000", "--threads"},
       {"--dspark --vocab 100 --shards 200", "--shards = 200 is more than the vocabulary has tokens (V = 100)"},
   };
@@ -104,6 +104,53 @@ TEST(ToolDSpark, BadRequestsAreRefusedWithTheirReason) {
   EXPECT_EQ(r.signal, 0) << r.output;
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("needs about"), std::string::npos) << r.output;
+}
+
+// --placement sharded splits W1 by draft ids, so it needs no d2t map: a map, the draft's or the
+// random one a --target-vocab larger than --vocab makes, conflicts with the flag, which is the
+// request's fault (exit 2) and named with the reason. The draft's map once exited 1 with a message
+// about the file; --target-vocab named the C API's fields and said "d2t is given".
+TEST(ToolDSpark, ShardedPlacementBesideAD2tMapNamesTheFlag) {
+  const std::string path = testing::TempDir() + "dfsel_dspark_sharded_d2t.gguf";
+  const CliRun w = write_draft("--dspark " + path + " --vocab 3000 --target-vocab 5000 --rank 64");
+  ASSERT_EQ(w.status, 0) << w.output;
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {"--gguf " + path + " --placement sharded --shards 2 --steps 1",
+       {"--placement sharded", "d2t", path + " maps its draft ids to target ids"}},
+      {"--dspark --vocab 1000 --target-vocab 2000 --placement sharded --steps 1",
+       {"--placement sharded", "--target-vocab 2000 is larger than --vocab 1000"}},
+  };
+  for (const auto& [args, needles] : cases) {
+    const CliRun r = dfsel_cmd(args);
+    EXPECT_EQ(r.status, 2) << args << ":\n" << r.output;
+    for (const std::string& n : needles) EXPECT_NE(r.output.find(n), std::string::npos) << args << ":\n" << r.output;
+    EXPECT_EQ(r.output.find("placement = SHARDED"), std::string::npos) << args << ":\n" << r.output;
+    EXPECT_EQ(r.output.find("d2t is given"), std::string::npos) << args << ":\n" << r.output;
+  }
+  // Replicated, the same draft runs.
+  const CliRun ok = dfsel_cmd("--gguf " + path + " --shards 2 --steps 1");
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  std::remove(path.c_str());
+}
+
+// One range per flag, the library's: --n-draft 0 once named [1, 2147483647] and --n-draft 2000
+// [1, 1024]; a subnormal --temperature, which the library documents as sampling's greedy limit,
+// was refused as below the smallest normal float. In both modes it runs.
+TEST(ToolDSpark, FlagsTakeTheLibrarysRanges) {
+  for (const char* n : {"0", "2000"}) {
+    const CliRun r = dfsel_cmd(std::string("--dspark --vocab 1000 --n-draft ") + n);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string("--n-draft = ") + n + " is outside [1, 1024]"), std::string::npos) << r.output;
+  }
+  const CliRun dspark = dfsel_cmd("--dspark --vocab 1000 --rank 64 --blocks 2 --temperature 1e-40 --steps 1");
+  EXPECT_EQ(dspark.status, 0) << dspark.output;
+  EXPECT_EQ(blocks_printed(dspark.output), 2) << dspark.output;
+  const CliRun dflash2 = dfsel_cmd("--backend cpu --vocab 1000 --embd 64 --rank 32 --top-k 4 --temperature 1e-40 --steps 1");
+  EXPECT_EQ(dflash2.status, 0) << dflash2.output;
+  const CliRun zero = dfsel_cmd("--dspark --vocab 1000 --temperature 1e-50");
+  EXPECT_EQ(zero.status, 2) << zero.output;
+  EXPECT_NE(zero.output.find("--temperature = 1e-50 is below the smallest positive float"), std::string::npos)
+      << zero.output;
 }
 
 // Overwrites F32 element i of tensor `name` of the draft at path with v.
@@ -168,6 +215,19 @@ TEST(ToolDSpark, WriteDraftRefusesDraftsTheReaderRejects) {
     EXPECT_NE(r.output.find(c.second), std::string::npos) << c.first << ": " << r.output;
     EXPECT_NE(access(out.c_str(), F_OK), 0) << c.first << ": a refused draft was left on disk";
   }
+}
+
+// --dspark picks the DSpark writer and comes first; after the file it once read "unknown option
+// --dspark", which does not say where it goes.
+TEST(ToolDSpark, WriteDraftSaysWhereDSparkGoes) {
+  const std::string out = testing::TempDir() + "dfsel_dspark_order.gguf";
+  std::remove(out.c_str());
+  const CliRun r = write_draft(out + " --dspark --vocab 300 --rank 32");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--dspark goes first, before the output file: dfsel_write_draft --dspark " + out),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(access(out.c_str(), F_OK), 0) << "a refused draft was left on disk";
 }
 
 TEST(ToolDSpark, OptionsParseWhole) {

@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
   const dfsel::tools::Problem& q = runner.problem();
   std::printf("dfsel %d.%d.%d  backend %s  V=%" PRId64 " R=%d K=%d block=%d blocks=%d shards=%d%s  logits %s  codebooks %s %s\n",
               DFSEL_VERSION_MAJOR, DFSEL_VERSION_MINOR, DFSEL_VERSION_PATCH, runner.backend_name(), q.vocab, q.rank, q.top_k,
-              q.block, q.blocks, q.shards, runner.shard_note(), o.logits_type.c_str(), dfsel_type_name(q.cb_type),
-              o.placement.c_str());
+              q.block, q.blocks, q.shards, runner.shard_note(), o.logits_type.c_str(),
+              q.stored_cb_type.empty() ? dfsel_type_name(q.cb_type) : q.stored_cb_type.c_str(), o.placement.c_str());
   std::vector<double> times;
   for (int s = 0; s < std::max(1, o.steps); ++s) {
     double us = 0;

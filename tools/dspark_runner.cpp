@@ -3,10 +3,8 @@
 #include "dspark_runner.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <iterator>
 #include <new>
 #include <numeric>
@@ -45,6 +43,19 @@ constexpr UsersWords kWords{kFlags, std::size(kFlags), kDraftKeys, std::size(kDr
 // the flags gave that the library refuses; a draft's own values are the file's fault.
 std::string refusal(const DSparkProblem& p, dfsel_status st, const char* msg, bool* bad_request) {
   return dfsel::tools::refusal(st, msg, kWords, p.gguf.empty() ? "" : printable(p.gguf.c_str()), bad_request);
+}
+
+// --placement sharded splits W1 by draft ids, which needs the draft ids to be the target ids:
+// a d2t map conflicts with the flag, whichever made it (the draft's own, or the random one that
+// --target-vocab larger than --vocab asks for). The request is bad, not the file: the library's
+// refusal would name its fields and, for a draft, the file. "" when there is no conflict.
+std::string placement_refusal(const DSparkProblem& p, bool has_d2t) {
+  if (!p.sharded || !has_d2t) return "";
+  const std::string why = "--placement sharded splits W1 by draft ids, so it needs the draft ids to be the target ids, but ";
+  if (p.gguf.empty())
+    return why + "--target-vocab " + std::to_string(p.target_vocab) + " is larger than --vocab " + std::to_string(p.vocab) +
+           " (a random d2t map); give --placement replicated, or no --target-vocab";
+  return why + printable(p.gguf.c_str()) + " maps its draft ids to target ids (d2t); give --placement replicated";
 }
 
 }  // namespace
@@ -95,21 +106,6 @@ DSparkRunner::DSparkRunner() : impl_(new Impl) {}
 DSparkRunner::~DSparkRunner() = default;
 
 namespace {
-
-// A tensor's type as the file stores it ("Q4_K (read as BF16)" where the view widened it).
-std::string stored_type(const dfsel_gguf* g, const char* name, dfsel_type read_as) {
-  int64_t n = 0;
-  dfsel_gguf_tensor_count(g, &n);
-  for (int64_t i = 0; i < n; ++i) {
-    dfsel_gguf_tensor_desc t{};
-    if (dfsel_gguf_tensor_info(g, i, &t) != DFSEL_SUCCESS || std::strcmp(t.name, name) != 0) continue;
-    if (t.ggml_type == (int32_t)read_as) break;
-    std::string s = t.type_name;
-    for (char& ch : s) ch = (char)std::toupper((unsigned char)ch);
-    return s + " (read as " + dfsel_type_name(read_as) + ")";
-  }
-  return dfsel_type_name(read_as);
-}
 
 bool load_draft(DSparkProblem* p, dfsel_gguf** g, dfsel_dspark_plan_desc* full, std::FILE* log,
                 std::string* err) {
@@ -197,6 +193,11 @@ bool DSparkRunner::setup(const DSparkProblem& problem, std::FILE* log, std::stri
     return *err = "--target-vocab " + std::to_string(p.target_vocab) + " is smaller than --vocab " +
                   std::to_string(p.vocab) + "; a synthetic chain's target vocabulary is --vocab, or larger with a random "
                   "d2t map", false;
+  }
+  *err = placement_refusal(p, p.gguf.empty() ? p.target_vocab > p.vocab : m.full.d2t != nullptr);
+  if (!err->empty()) {
+    if (bad_request) *bad_request = true;
+    return false;
   }
   if (p.p_min > 0.0f && p.embd == 0) {
     if (bad_request) *bad_request = true;

@@ -3,6 +3,7 @@
 // GGUF draft cannot be overridden. Kept apart from main so that tests can call it.
 #pragma once
 
+#include <cfloat>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -23,14 +24,18 @@ struct Options {
   bool help = false;
 };
 
+// --temperature's range in both modes: the library takes any finite temperature (<= 0 greedy);
+// the command takes 0 for greedy and every positive float up to the largest, subnormals included.
+constexpr double kMaxTemperature = FLT_MAX;
+
 // A type as the command's flags name it: f32, f16, bf16, and q8_0 where a weight is meant.
 bool type_named(const std::string& s, bool weight, dfsel_type* t);
 
 // The command line of either mode (parse_options, parse_dspark_options): -h or --help, else
 // flags each followed by its value, parsed whole. on_flag(flag, value, err) stores one flag's
 // value, false with *err set (an unknown flag included). `bare` is a flag that takes no value
-// and is passed over (NULL: none). --gguf needs a file name, and the sizes a draft sets
-// (draft_sizes, n_sizes) cannot be given beside it. False with *err one sentence naming the
+// and is passed over (NULL: none). --gguf needs a file name, and the sizes and types a draft
+// sets (draft_sizes, n_sizes) cannot be given beside it. False with *err one sentence naming the
 // flag and the value.
 using FlagSetter = std::function<bool(const std::string& flag, const char* value, std::string* err)>;
 bool parse_command_line(int argc, const char* const* argv, const char* bare, const FlagSetter& on_flag,

@@ -55,16 +55,17 @@ bool parse_float(const std::string& flag, const char* v, double lo, double hi, f
     *err = flag + " takes a decimal number such as 0.8, not '" + v + "'";
     return false;
   }
-  char range[64];  // %g: 1e+30, not std::to_string's 1000000000000000019884624838656.000000
+  char range[64];  // %g: 3.40282e+38, not std::to_string's 340282346638528859811704183484516925440.000000
   if (x < lo || x > hi) {
     std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
     *err = flag + " = " + v + " is outside " + range;
     return false;
   }
-  // A value that is not 0 must stay a normal float: 1e-50 would become 0 (greedy, no scale...).
-  if (x != 0.0 && std::fabs(x) < (double)FLT_MIN) {
-    std::snprintf(range, sizeof range, "%g", (double)FLT_MIN);
-    *err = flag + " = " + v + " is below the smallest normal float, " + range + "; give 0 or a larger value";
+  // A value that is not 0 must not become 0: 1e-50 would be read as greedy, or no scale.
+  if (x != 0.0 && (float)x == 0.0f) {
+    std::snprintf(range, sizeof range, "%g", (double)FLT_TRUE_MIN);
+    *err = flag + " = " + v + " is below the smallest positive float, " + range + ", and would be read as 0; give 0 "
+           "or a larger value";
     return false;
   }
   *out = (float)x;

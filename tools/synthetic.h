@@ -19,6 +19,7 @@ struct Problem {
   dfsel_type logits_type = DFSEL_TYPE_F32, cb_type = DFSEL_TYPE_BF16, wh_type = DFSEL_TYPE_BF16;
   float logit_scale = 1.0f, softcap = 0.0f;
   std::string gguf;  // when set, the codebooks, W_h and sizes come from this DFlash2 draft
+  std::string stored_cb_type;  // a draft's codebooks as the file stores them (cb_type: as read)
   bool sharded = false;
   dfsel_backend backend = DFSEL_BACKEND_AUTO;
   float temperature = 0.0f, p_min = 0.0f;
@@ -50,6 +51,10 @@ struct OpenDraft {
 bool open_gguf(Problem* p, OpenDraft* d, std::FILE* log, std::string* err);
 // Copies the draft's weights into h (rows packed) and closes it; throws std::bad_alloc.
 void copy_weights(OpenDraft* d, HostData* h, std::FILE* log);
+// The type of tensor `name` of an open draft as the file stores it: "Q4_K (read as BF16)" where
+// the reader's view (of type read_as) widened it, else read_as's name. Both modes of the command
+// report a draft's weights by it.
+std::string stored_type(const dfsel_gguf* g, const char* name, dfsel_type read_as);
 // The version and every metadata key and value of an open draft, a line each, to log.
 void print_metadata(const dfsel_gguf* g, double open_seconds, std::FILE* log);
 // Fills n values of type t with seeded normal(0, sigma) draws.

@@ -1,4 +1,5 @@
 // The inputs of the dfsel command: seeded synthetic problems, or the selector of a GGUF draft.
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -83,6 +84,20 @@ void fill_random(std::vector<uint8_t>* out, dfsel_type t, size_t n, float sigma,
   for (size_t i = 0; i < n; ++i) store_value(out->data(), i, t, sigma * normalish(&s));
 }
 
+std::string stored_type(const dfsel_gguf* g, const char* name, dfsel_type read_as) {
+  int64_t n = 0;
+  dfsel_gguf_tensor_count(g, &n);
+  for (int64_t i = 0; i < n; ++i) {
+    dfsel_gguf_tensor_desc t{};
+    if (dfsel_gguf_tensor_info(g, i, &t) != DFSEL_SUCCESS || std::strcmp(t.name, name) != 0) continue;
+    if (t.ggml_type == (int32_t)read_as) break;
+    std::string s = t.type_name;
+    for (char& ch : s) ch = (char)std::toupper((unsigned char)ch);
+    return s + " (read as " + dfsel_type_name(read_as) + ")";
+  }
+  return dfsel_type_name(read_as);
+}
+
 void print_metadata(const dfsel_gguf* g, double open_seconds, std::FILE* log) {
   uint32_t version = 0;
   int64_t n_kv = 0;
@@ -118,11 +133,15 @@ bool open_gguf(Problem* p, OpenDraft* d, std::FILE* log, std::string* err) {
     return false;
   }
   const dfsel_tensor &ep = d->e_prev, &en = d->e_next, &wh = d->w_h;
+  // The view widens block-type weights (but Q8_0) to BF16; the draft's own types are the file's,
+  // reported as the DSpark mode reports its weights.
+  p->stored_cb_type = stored_type(d->g, "selector_predecessor.weight", ep.type);
   if (log) {
     print_metadata(d->g, seconds_since(t0), log);
     std::fprintf(log, "  selector_predecessor %s {%lld, %lld}, selector_successor %s, selector_hidden %s {%lld, %lld}\n",
-                 dfsel_type_name(ep.type), (long long)ep.ne[0], (long long)ep.ne[1], dfsel_type_name(en.type),
-                 dfsel_type_name(wh.type), (long long)wh.ne[0], (long long)wh.ne[1]);
+                 p->stored_cb_type.c_str(), (long long)ep.ne[0], (long long)ep.ne[1],
+                 stored_type(d->g, "selector_successor.weight", en.type).c_str(),
+                 stored_type(d->g, "selector_hidden.weight", wh.type).c_str(), (long long)wh.ne[0], (long long)wh.ne[1]);
   }
   p->vocab = cfg.n_vocab;
   p->embd = cfg.n_embd;

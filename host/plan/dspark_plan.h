@@ -23,6 +23,7 @@
 struct dfsel_dspark_plan {
   static constexpr dfsel::PlanKind kKind = dfsel::PlanKind::kDSpark;  // host/plan/live_plans.h
   dfsel_dspark_plan_desc desc;  // as given, the backend resolved and block-type weights widened
+  dfsel::RankSummary given{};   // desc as the caller gave it, for the group rule (create_plan.h)
   dfsel::DSparkShape shape;
   std::unique_ptr<dfsel::WidenedWeights> widened;  // outlives the backend, which reads it
   std::unique_ptr<dfsel::DSparkBackend> backend;

@@ -25,7 +25,7 @@ Status check_chain(int n, dfsel_dspark_plan* const* plans, const dfsel_dspark_in
                   "(temperature %g, p_min %g, seed %llu); the ranks of a chain draw the same way", i, in[i].temperature,
                   in[i].p_min, (unsigned long long)in[i].seed, in[0].temperature, in[0].p_min,
                   (unsigned long long)in[0].seed);
-  return check_one_group(n, plans, in, all, [](const dfsel_dspark_plan_desc& d) { return summarize_dspark(d); });
+  return check_one_group(n, plans, in, all);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The rule that the ranks of one group describe one selector (SPEC section 4.7): the same
 // config, placement and weight types on every rank, distinct shard ranks 0..n-1, and
 // vocabulary ranges that tile [0, V). The NCCL set-up checks it on the table its all-gather
-// brings; an in-process group (dfsel_run_group without a communicator) on its plans.
+// brings; an in-process group (dfsel_run_group without a communicator) on its plans. Both
+// judge one summary per plan, taken at creation of the description as the caller gave it, before
+// block-type weights were widened (host/plan/create_plan.h): a weight type is the caller's.
 // The rule itself and RankSummary are host/exchange/group_rule.h, below both layers; here is
 // what a plan says of itself to it.
 #pragma once

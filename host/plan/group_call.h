@@ -44,9 +44,10 @@ Status check_group_call(int n, Plan* const* plans, const Inputs* in, const Outpu
   return Status::success();
 }
 
-// all receives summarize(plans[i]->desc) for every plan.
-template <class Plan, class Inputs, class Summarize>
-Status check_one_group(int n, Plan* const* plans, const Inputs* in, RankSummary* all, Summarize summarize) {
+// all receives every plan's summary as its description was given (plans[i]->given, taken at
+// creation before block types were widened: host/plan/create_plan.h).
+template <class Plan, class Inputs>
+Status check_one_group(int n, Plan* const* plans, const Inputs* in, RankSummary* all) {
   const Plan& p0 = *plans[0];
   const bool nccl = p0.exchange->is_nccl();
   for (int i = 0; i < n; ++i) {
@@ -60,7 +61,7 @@ Status check_one_group(int n, Plan* const* plans, const Inputs* in, RankSummary*
       return fail(DFSEL_INVALID_ARGUMENT, "inputs[%d].n_blocks = %d differs from inputs[0].n_blocks = %d", i,
                   in[i].n_blocks, in[0].n_blocks);
   }
-  for (int i = 0; i < n; ++i) all[i] = summarize(plans[i]->desc);
+  for (int i = 0; i < n; ++i) all[i] = plans[i]->given;
   // NCCL: the set-up checked the whole group; the plans of one call must still agree.
   if (nccl) return check_same_selector(all, n, "plans");
   if (n != p0.desc.shard.n_ranks)

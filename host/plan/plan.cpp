@@ -51,7 +51,7 @@ Status create_local(const dfsel_plan_desc* desc, dfsel_plan* plan) {
 // The plans of one step must describe one selector and be of one kind; an in-process group
 // must be the whole group, by the same rule the NCCL set-up applies (host/exchange/group_rule.h).
 Status check_step(int n, dfsel_plan* const* plans, const dfsel_inputs* in, RankSummary* all) {
-  return check_one_group(n, plans, in, all, [](const dfsel_plan_desc& d) { return summarize(d); });
+  return check_one_group(n, plans, in, all);
 }
 
 Status resolve_backend(dfsel_backend asked, dfsel_backend* out) {

@@ -36,6 +36,7 @@ struct StepScratch : GroupScratch {
 struct dfsel_plan {
   static constexpr dfsel::PlanKind kKind = dfsel::PlanKind::kSelector;  // host/plan/live_plans.h
   dfsel_plan_desc desc;    // as given, with the backend resolved and block-type weights widened
+  dfsel::RankSummary given{};  // desc as the caller gave it, for the group rule (create_plan.h)
   dfsel::PlanShape shape;
   std::unique_ptr<dfsel::WidenedWeights> widened;  // outlives the backend, which reads it
   std::unique_ptr<dfsel::Backend> backend;

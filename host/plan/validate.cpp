@@ -57,8 +57,8 @@ Status validate_desc(const dfsel_plan_desc* desc, PlanShape* shape) {
     return fail(DFSEL_INVALID_ARGUMENT, "config.codebook_rank = %d must be in [1, %d]", c.codebook_rank, kMaxCodebookRank);
   if (c.top_k < 1 || c.top_k > kMaxTopK)
     return fail(DFSEL_INVALID_ARGUMENT, "config.top_k = %d must be in [1, %d]", c.top_k, kMaxTopK);
-  if (c.block_size < 2 || c.block_size > 1024)
-    return fail(DFSEL_INVALID_ARGUMENT, "config.block_size = %d must be in [2, 1024]", c.block_size);
+  if (c.block_size < 2 || c.block_size > kMaxBlockSize)
+    return fail(DFSEL_INVALID_ARGUMENT, "config.block_size = %d must be in [2, %d]", c.block_size, kMaxBlockSize);
   // Drafted rows are counted in 32 bits (exchange layout, kernels' grids).
   if ((int64_t)c.max_blocks * (c.block_size - 1) > INT32_MAX)
     return fail(DFSEL_INVALID_ARGUMENT, "config.max_blocks = %d times block_size - 1 = %d drafted rows exceeds 2^31 - 1",

@@ -262,8 +262,9 @@ DFSEL_API dfsel_status dfsel_plan_run(dfsel_plan* plan, const dfsel_inputs* in,
 /* One step for several shards driven from this thread: every rank of one group (in-process
  * exchange), or this process's ranks of an NCCL group (the all-gathers are grouped). The
  * plans must describe one selector: the same config (logit_scale and softcap compared bit
- * for bit), placement, codebook type and W_h type; an in-process group also needs every rank
- * once and ranges that tile [0, V). Every rank must be given the same anchors, hidden rows,
+ * for bit), placement, codebook type and W_h type (the types as given: Q4_K codebooks beside
+ * BF16 ones are another selector, though creation widens them to BF16), by the rule the NCCL
+ * set-up applies; an in-process group also needs every rank once and ranges that tile [0, V). Every rank must be given the same anchors, hidden rows,
  * temperature, p_min and seed (each its own slice of the logits) and hold the same W_h: ranks
  * that differ would each draft their own tokens. An in-process group of CPU plans checks this
  * before anything runs and refuses a difference with DFSEL_INVALID_ARGUMENT, naming the first

@@ -36,7 +36,11 @@
  * d2t, inputs, outputs, workspace; plan creation refuses weights, d2t or a workspace in
  * pageable host memory or on another device, the pointer named); a CUDA run is enqueued on the caller's stream, can be
  * captured in a CUDA graph, and reports what it found on the device (an anchor out of range) at
- * dfsel_dspark_plan_wait. Every output is bitwise the same on both backends.
+ * dfsel_dspark_plan_wait. Within a backend every output is bitwise the same for every shard
+ * count, placement and batching. The CPU backend is bitwise the reference, and so is the CUDA
+ * backend with its chains (DFSEL_DSPARK_PRODUCT=chains, or where its tensor-core product does not
+ * apply); that product, its default where W2 is BF16, sums W2 . e in another order: the same
+ * tokens but past a near-tie, the other outputs within float rounding (docs/dspark.md).
  */
 #ifndef DFSEL_DSPARK_H
 #define DFSEL_DSPARK_H
@@ -129,7 +133,8 @@ DFSEL_API const char* dfsel_dspark_plan_last_error(const dfsel_dspark_plan* plan
 DFSEL_API dfsel_status dfsel_dspark_plan_run(dfsel_dspark_plan* plan, const dfsel_dspark_inputs* in,
                                              const dfsel_dspark_outputs* out, void* stream);
 /* One chain for several ranks driven from this thread, as dfsel_run_group: the plans describe
- * one chain (config, placement and weight types, transform compared bit for bit), an
+ * one chain (config, placement and weight types, the types as given before creation widens
+ * block types, the transform compared bit for bit: the rule the NCCL set-up applies), an
  * in-process group is whole and its ranges tile [0, V_draft), and temperature, p_min and seed
  * are the same in every inputs[i]. Every rank must be given the same anchors, hidden rows and
  * scalars and hold the same conf_w: the plans compare them at the first exchange (a digest in

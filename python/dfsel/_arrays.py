@@ -228,6 +228,21 @@ def fill_tensor(st, v, t, name):
     return ne0
 
 
+def block_row_names(desc, names):
+    """Message names for the weights of desc (fields `names`) held as block storage: the library
+    counts a row's elements (ne[0]), which for uint8 blocks is not the array's shape[1] (its bytes),
+    so such a count is named as the elements the row's bytes hold. To go before the general names."""
+    out = []
+    for name in names:
+        t = getattr(desc, name)
+        if not t.data or Type(t.type) not in BLOCKS or BLOCKS[Type(t.type)][0] == 1:
+            continue
+        epb, bpb = BLOCKS[Type(t.type)]
+        out.append((r"\b%s\.ne\[0\] = (\d+)" % name, r"%s's rows hold \1 %s elements (shape[1] = %d bytes)"
+                    % (name, Type(t.type).name, t.ne[0] // epb * bpb)))
+    return out
+
+
 def vector_ptr(v, name, kind, length=None):
     """The pointer of a contiguous 1-D view of `kind` (and `length` elements when given)."""
     if len(v.shape) != 1:

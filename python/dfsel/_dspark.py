@@ -125,7 +125,9 @@ class DSparkPlan(Owned):
     or [v_end - v_begin] float32, conf_w [n_embd + R] (the confidence head; n_embd follows from
     its width), d2t [v_end - v_begin] int32 target ids (every one checked here; a run checks the
     entry of each chosen id again and raises dfsel.Error naming it if it was changed out of
-    range). logit_scale and softcap transform the base
+    range). Raw storage is given as dfsel.typed(array, "bf16" / "q8_0" / "q4_k" / ...), or
+    weight_dtype= for w1 and w2 together (a quantised draft's quantised tensors; conf_w keeps its
+    own type, F32 in drafts, or takes dfsel.typed). logit_scale and softcap transform the base
     logits before the bias (llama.cpp applies neither). A CUDA plan's runs take CUDA inputs on
     its device, write outputs there (torch tensors when torch is loaded) and are enqueued on
     the caller's current stream (or stream=); plan.check() waits and reports what the device
@@ -168,7 +170,9 @@ class DSparkPlan(Owned):
         if w2_scale is not None:
             keep.append(_tensor(d.w2_scale, w2_scale, "w2_scale", (Type.F32,), None, where))
         if conf_w is not None:
-            keep.append(_tensor(d.conf_w, conf_w, "conf_w", _WEIGHTS, weight_dtype, where))
+            # weight_dtype is W1's and W2's storage: a quantised draft's conf_proj is F32 beside its
+            # quantised W1 and W2, and raw conf_w storage takes dfsel.typed.
+            keep.append(_tensor(d.conf_w, conf_w, "conf_w", _WEIGHTS, None, where))
             if d.conf_w.ne[1] != 1 or d.conf_w.ne[0] <= markov_rank:
                 raise _not_one_row(conf_w, d.conf_w, markov_rank)
             c.n_embd = d.conf_w.ne[0] - c.markov_rank
@@ -180,7 +184,8 @@ class DSparkPlan(Owned):
             keep.append(v.owner)
         d.nccl_comm = _comm_handle(nccl_comm)
         d.n_threads = _cvalues.integer(n_threads, "n_threads")
-        ptr = create(lib.dfsel_dspark_plan_create, d, _PY_NAMES)
+        self._py_names = _arrays.block_row_names(d, ("w1", "w2", "conf_w")) + _PY_NAMES
+        ptr = create(lib.dfsel_dspark_plan_create, d, self._py_names)
         self._ptr, self._lib, self._desc, self._keep = ptr, lib, d, keep
         self.n_draft, self.max_blocks, self.v_begin, self.v_end = n_draft, max_blocks, v_begin, v_end
         self.n_embd = c.n_embd

@@ -178,7 +178,8 @@ class Plan(Owned):
         self.workspace = _torch_workspace(lib, d, views["e_prev"][0])
         if self.workspace is not None:
             keep.append(self.workspace)
-        ptr = create(lib.dfsel_plan_create, d, _PY_NAMES)
+        self._py_names = _arrays.block_row_names(d, ("e_prev", "e_next", "w_h")) + _PY_NAMES
+        ptr = create(lib.dfsel_plan_create, d, self._py_names)
         self._ptr, self._lib, self._desc, self._keep = ptr, lib, d, keep
         self.top_k, self.block_size, self.n_embd = top_k, block_size, n_embd
         self.n_drafted = block_size - 1  # L, drafted positions per block

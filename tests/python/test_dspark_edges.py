@@ -9,6 +9,7 @@ import pytest
 
 import dfsel
 from dfsel import Status
+from selector_reference import to_q4_0
 from test_errors import raises
 
 V, R, N, NB, E = 300, 32, 4, 2, 24
@@ -133,3 +134,35 @@ def test_d2t_changed_after_creation_is_caught():
         with raises(Status.INVALID_ARGUMENT, "d2t maps draft id %d" % chosen, "outside [0, n_target_vocab = 400)",
                     "must not change"):
             p.run(logits(), ANCHORS)
+
+
+def q4_0_weights(rows, cols, seed):
+    """[rows, cols] random values as Q4_0 blocks held as uint8 [rows, cols / 32 * 18]."""
+    return to_q4_0(np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32))[0]
+
+
+def test_weight_dtype_is_w1_and_w2s_storage():
+    """weight_dtype tags W1 and W2 (a draft's quantised tensors); the confidence head keeps its
+    own type (a draft's conf_proj is F32): a quantised chain with a confidence head once needed
+    each of W1 and W2 wrapped in dfsel.typed."""
+    w1, w2 = q4_0_weights(V, R, 1), q4_0_weights(V, R, 2)
+    conf = np.random.default_rng(3).standard_normal(E + R).astype(np.float32)
+    hidden = np.random.default_rng(4).standard_normal((NB * N, E)).astype(np.float32)
+    with make(w1=w1, w2=w2, conf_w=conf, weight_dtype="q4_0") as p, \
+            make(w1=dfsel.typed(w1, "q4_0"), w2=dfsel.typed(w2, "q4_0"), conf_w=conf) as q:
+        a = p.run(logits(), ANCHORS, hidden=hidden, p_min=0.3)
+        b = q.run(logits(), ANCHORS, hidden=hidden, p_min=0.3)
+        for name, arr in a.as_dict().items():
+            assert arr.tobytes() == b.as_dict()[name].tobytes(), name
+    # Raw conf_w storage is tagged by itself.
+    bits = (conf.view(np.uint32) >> 16).astype(np.uint16)
+    make(w1=w1, w2=w2, conf_w=dfsel.typed(bits, "bf16"), weight_dtype="q4_0").close()
+
+
+def test_quantised_storage_is_named_by_its_elements():
+    """A row of Q4_0 blocks held as uint8 has shape[1] bytes, not elements: the library's count of
+    its elements is named as such (once "w1.shape[1] = 64" of an array whose shape[1] is 36)."""
+    w1 = q4_0_weights(V, 64, 5)  # 64 elements a row, 36 bytes
+    with raises(Status.INVALID_ARGUMENT, "w1's rows hold 64 Q4_0 elements (shape[1] = 36 bytes), expected 96") as e:
+        make(w1=w1, w2=q4_0_weights(V, 96, 6), markov_rank=96, weight_dtype="q4_0")
+    assert "shape[1] = 64" not in e.value.message, e.value.message

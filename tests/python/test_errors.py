@@ -241,3 +241,14 @@ def test_repeated_runs_read_each_new_array():
     assert one.path.shape == (1, B - 1)
     with raises(Status.INVALID_ARGUMENT, "logits has 4 rows; expected len(anchors) * block_size = 2 * 4 = 8"):
         p.run(logits[:B], hidden, anchors)
+
+
+def test_quantised_storage_is_named_by_its_elements():
+    """Q4_0 codebooks held as uint8 have shape[1] bytes, not elements: a refusal of their element
+    count names it as such (once "e_prev.shape[1] = 64" of arrays whose shape[1] is 36)."""
+    from selector_reference import to_q4_0
+    rng = np.random.default_rng(4)
+    cb = to_q4_0(rng.standard_normal((V, 64)).astype(np.float32))[0]  # 64 elements a row, 36 bytes
+    with raises(Status.INVALID_ARGUMENT, "e_prev's rows hold 64 Q4_0 elements (shape[1] = 36 bytes), expected 32") as e:
+        make(e_prev=dfsel.typed(cb, "q4_0"), e_next=dfsel.typed(cb, "q4_0"))
+    assert "shape[1] = 64" not in e.value.message, e.value.message

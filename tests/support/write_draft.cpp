@@ -37,6 +37,7 @@ int usage() {
                "       [--codebook-type T] [--hidden-type T] [--version 2|3] [--alignment A]\n"
                "       [--logit-scale M] [--softcap C] [--seed S] [--row-period P]\n"
                "       [--every-value-type] [--other-tensors]\n"
+               "       dfsel_write_draft --dspark OUT ...   (a DSpark draft; --dspark first)\n"
                "T: %s\n",
                dfsel::test::kDraftTypes);
   return 2;
@@ -94,6 +95,10 @@ int main(int argc, char** argv) {
       o.other_tensors = true;
       continue;
     }
+    // It picks the other writer, so it must come before the file (and could not be a flag of
+    // this one): say where it goes rather than call it unknown.
+    if (a == "--dspark")
+      return refuse_draft("--dspark goes first, before the output file: dfsel_write_draft --dspark " + out + " ...");
     if (i + 1 >= argc) return refuse_draft(a + " needs a value");
     std::string err;
     if (!parse_flag(a, argv[++i], &o, &err)) return refuse_draft(err);
