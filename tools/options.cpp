@@ -4,6 +4,7 @@
 #include <iterator>
 #include <set>
 
+#include "host/plan/plan_limits.h"
 #include "kernels/common/limits.cuh"
 #include "parse_number.h"
 
@@ -76,8 +77,8 @@ bool parse_command_line(int argc, const char* const* argv, const char* bare, con
   return true;
 }
 
-// Each flag that sets a field of the library takes the library's range (kernels/common/limits.cuh),
-// so that a value is refused by one range whichever side refuses it.
+// Each flag that sets a field of the library takes the library's range (kernels/common/limits.cuh,
+// host/plan/plan_limits.h), so that a value is refused by one range whichever side refuses it.
 bool parse_options(int argc, const char* const* argv, Options* o, std::string* err) {
   // The draft sets its codebooks' type as it sets its sizes (the DSpark mode refuses --weight-type
   // with --gguf alike): a --codebook-type beside it would be ignored without a word.

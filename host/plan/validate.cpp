@@ -7,6 +7,7 @@
 #include "host/plan/widen_weights.h"
 #include "kernels/common/digest.cuh"
 #include "kernels/common/numeric.cuh"
+#include "host/plan/plan_limits.h"
 #include "kernels/common/limits.cuh"
 #include "kernels/common/packed_row.cuh"
 #include "kernels/common/row_map.cuh"
