@@ -97,6 +97,7 @@ int run(int64_t V, int64_t E, int32_t n_blocks, int steps) {
   ggml_gallocr_t galloc = ggml_gallocr_new(buft);
   if (!ggml_gallocr_alloc_graph(galloc, gf)) return 1;
 
+  // docs/ggml.md: cuda-plan
   // Once, when the draft is loaded: the plan reads the selector weights in place. t_logits
   // already holds the logit scale, so the plan's is 1.
   dfsel_plan_desc desc{};
@@ -117,11 +118,13 @@ int run(int64_t V, int64_t E, int32_t n_blocks, int steps) {
   }
   cudaStream_t stream = nullptr;  // the engine's own: ggml-cuda's stream is private to its backend
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  // end docs/ggml.md: cuda-plan
 
   const size_t nb = static_cast<size_t>(n_blocks);
   std::vector<int32_t> h_anchors(nb), h_path(nb * L), h_n(nb);
   std::vector<float> h_x(static_cast<size_t>(E * T));
   for (int s = 0; s < steps; ++s) {
+    // docs/ggml.md: cuda-step
     // Every step: the draft graph (here: new hidden states), then the selector on its tensors.
     for (size_t i = 0; i < h_x.size(); ++i) h_x[i] = value(100 + uint64_t(s), i);
     for (int32_t b = 0; b < n_blocks; ++b) h_anchors[size_t(b)] = int32_t((b * 7919 + s * 31 + 17) % V);
@@ -130,12 +133,12 @@ int run(int64_t V, int64_t E, int32_t n_blocks, int steps) {
     if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) return 1;  // returns when done
 
     dfsel_ggml_step step{};
-    step.logits = t_logits;
-    step.hidden = t_embd;
-    step.anchors = anchors;
-    step.packed = lattice;
-    step.path = path;
-    step.n_emitted = n_emitted;
+    step.logits = t_logits;      // {V, T}: the graph's output, read in place
+    step.hidden = t_embd;        // {E, T}
+    step.anchors = anchors;      // I32 {n_blocks}, filled by the engine
+    step.packed = lattice;       // F32 {E, T}: what llama.cpp reads as t_h_nextn
+    step.path = path;            // I32 {B - 1, n_blocks}
+    step.n_emitted = n_emitted;  // I32 {n_blocks}
     if (dfsel_ggml_run(plan, &step, stream, msg, sizeof msg) != DFSEL_SUCCESS) {
       std::fprintf(stderr, "dfsel_ggml_run: %s\n", msg);
       return 1;
@@ -147,6 +150,7 @@ int run(int64_t V, int64_t E, int32_t n_blocks, int steps) {
     }
     ggml_backend_tensor_get(path, h_path.data(), 0, ggml_nbytes(path));
     ggml_backend_tensor_get(n_emitted, h_n.data(), 0, ggml_nbytes(n_emitted));
+    // end docs/ggml.md: cuda-step
     for (int32_t b = 0; b < n_blocks; ++b) {
       std::printf("step %d block %d: anchor %d, emitted %d:", s, b, h_anchors[size_t(b)], h_n[size_t(b)]);
       for (int32_t p = 0; p < h_n[size_t(b)]; ++p) std::printf(" %d", h_path[size_t(b) * L + size_t(p)]);

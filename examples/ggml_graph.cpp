@@ -51,12 +51,13 @@ int run(int64_t V, int64_t E, int32_t n_blocks, int n_threads) {
   ggml_set_name(anchors, "anchors");
   for (int32_t b = 0; b < n_blocks; ++b) static_cast<int32_t*>(anchors->data)[b] = int32_t((b * 7919 + 17) % V);
 
+  // docs/ggml.md: graph
   // Once, when the draft is loaded: the op holds one plan per thread it may use.
   dfsel_plan_desc desc{};
   desc.config = dfsel_config{V, E, R, K, B, 1.0f, 0.0f, n_blocks};
   desc.shard = dfsel_shard{0, 1, 0, V};
   desc.backend = DFSEL_BACKEND_CPU;
-  desc.n_threads = n_threads;
+  desc.n_threads = n_threads;  // the most graph threads the node uses
   char msg[512];
   if (dfsel_ggml_tensor(e_prev, &desc.e_prev, msg, sizeof msg) != DFSEL_SUCCESS ||
       dfsel_ggml_tensor(e_next, &desc.e_next, msg, sizeof msg) != DFSEL_SUCCESS ||
@@ -73,7 +74,7 @@ int run(int64_t V, int64_t E, int32_t n_blocks, int n_threads) {
   // Every step: the draft graph, hidden -> logits -> packed lattice.
   ggml_tensor* logits = ggml_mul_mat(ctx, lm_head, hidden);  // {V, T}
   ggml_set_name(logits, "result_output");
-  ggml_tensor* packed = nullptr;
+  ggml_tensor* packed = nullptr;  // F32 {E, T}: llama.cpp's packed lattice rows
   if (dfsel_ggml_select(ctx, op, logits, hidden, anchors, &packed) != DFSEL_SUCCESS) {
     std::fprintf(stderr, "ggml_graph: dfsel_ggml_select: %s\n", dfsel_ggml_op_last_error(op));
     return 1;
@@ -84,6 +85,7 @@ int run(int64_t V, int64_t E, int32_t n_blocks, int n_threads) {
     std::fprintf(stderr, "ggml_graph: the graph failed: %s\n", dfsel_ggml_op_last_error(op));
     return 1;
   }
+  // end docs/ggml.md: graph
 
   // Read the rows as llama.cpp's walker does: row p holds K candidate ids as floats, then the
   // K x K scores, predecessor i and candidate j at K + i * K + j.

@@ -6,6 +6,7 @@
 #include <ggml-cpu.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -75,6 +76,24 @@ TEST(GgmlTensorView, RefusesWhatDfselCannotRead) {
     msg = convert(ggml_view_2d(c, wide, 256, 3, wide->nb[1], 0), &s);
     EXPECT_EQ(DFSEL_SUCCESS, s) << ggml_type_name(t) << ": " << msg;
   }
+}
+
+// docs/ggml.md's refusal, as the doc shows it and with the whole message it quotes.
+TEST(GgmlTensorView, RefusalNamesTheTensorAndTheType) {
+  GgmlContext ctx(1u << 20);
+  // docs/ggml.md: refusal
+  ggml_tensor* e_next = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_IQ4_NL, 256, 4);
+  ggml_set_name(e_next, "selector_successor.weight");
+  dfsel_plan_desc desc{};
+  char msg[256];
+  const dfsel_status s = dfsel_ggml_tensor(e_next, &desc.e_next, msg, sizeof msg);
+  if (s != DFSEL_SUCCESS) std::fprintf(stderr, "%s\n", msg);
+  // end docs/ggml.md: refusal
+  EXPECT_EQ(DFSEL_UNSUPPORTED, s);
+  EXPECT_STREQ(
+      "tensor 'selector_successor.weight': ggml type iq4_nl (20) is not read by dfsel (f32, f16, bf16, q8_0, "
+      "q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K)",
+      msg);
 }
 
 // A small op and its graph inputs, for the refusals of dfsel_ggml_select and of the node.

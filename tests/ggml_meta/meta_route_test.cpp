@@ -208,6 +208,7 @@ void meta_route(ggml_backend_dev_t d0, ggml_backend_dev_t d1) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const Values v(seed);
+  // docs/ggml.md: meta-route
   ggml_backend_dev_t devs[2] = {d0, d1};
   ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 2, split_output_weight, const_cast<int64_t*>(kRows));
   BackendPtr backend(ggml_backend_dev_init(meta, nullptr), ggml_backend_free);
@@ -248,6 +249,7 @@ void meta_route(ggml_backend_dev_t d0, ggml_backend_dev_t d1) {
   const dfsel_status ran = dfsel_ggml_run_group(2, plans, steps, streams, msg, sizeof msg);
   for (int j = 0; j < 2 && ran == DFSEL_SUCCESS; ++j)
     EXPECT_EQ(DFSEL_SUCCESS, dfsel_plan_check(plans[j], streams[j])) << dfsel_plan_last_error(plans[j]);
+  // end docs/ggml.md: meta-route
   const std::vector<float> rows0 = out[0].rows(), rows1 = out[1].rows();
   for (int j = 0; j < 2; ++j) {
     dfsel_plan_destroy(plans[j]);
