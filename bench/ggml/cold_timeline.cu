@@ -69,13 +69,8 @@ void dfsel_timeline(benchmark::State& state, int blocks, bool graph) {
   Setup s;
   if (!s.build(blocks, 1)) return state.SkipWithError(s.error.c_str());
   const L2Flush flush;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal);
-  const bool captured = s.run_dfsel(0, s.stream);
-  if (cudaStreamEndCapture(s.stream, &g) != cudaSuccess || !captured || cudaGraphInstantiate(&exec, g, 0) != cudaSuccess)
-    return state.SkipWithError("capturing the step failed");
-  auto step = [&] { return graph ? cudaGraphLaunch(exec, s.stream) == cudaSuccess : s.run_dfsel(0, s.stream); };
+  if (!s.capture()) return state.SkipWithError(s.error.c_str());
+  auto step = [&] { return graph ? cudaGraphLaunch(s.exec, s.stream) == cudaSuccess : s.run_dfsel(0, s.stream); };
   for (int i = 0; i < 3; ++i)
     if (!step() || dfsel_plan_check(s.plan, s.stream) != DFSEL_SUCCESS) return state.SkipWithError("the step failed");
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
@@ -135,8 +130,6 @@ void dfsel_timeline(benchmark::State& state, int blocks, bool graph) {
     state.counters[std::string(kParts[p]) + "_end"] = median(at[5 + 2 * p]);
   }
   state.counters["tokens"] = blocks * kBlock;
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(g);
 }
 
 const bool registered = [] {

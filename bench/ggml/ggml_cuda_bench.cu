@@ -76,13 +76,8 @@ void dfsel_graph(benchmark::State& state, int blocks) {
   Setup s;
   if (!s.build(blocks, 1)) return state.SkipWithError(s.error.c_str());
   const L2Flush flush;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal);
-  const bool captured = s.run_dfsel(0, s.stream);
-  if (cudaStreamEndCapture(s.stream, &g) != cudaSuccess || !captured ||
-      cudaGraphInstantiate(&exec, g, 0) != cudaSuccess)
-    return state.SkipWithError(("capturing the step failed: " + s.error).c_str());
+  if (!s.capture()) return state.SkipWithError(s.error.c_str());
+  cudaGraphExec_t exec = s.exec;
   std::vector<double> t;
   bool ok = true;
   for (int i = 0; i < 3 && ok; ++i)
@@ -96,8 +91,6 @@ void dfsel_graph(benchmark::State& state, int blocks) {
     state.SetIterationTime(sec);
     t.push_back(sec);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(g);
   if (!ok) return state.SkipWithError(dfsel_plan_last_error(s.plan));
   report(state, t, blocks);
 }
@@ -129,19 +122,15 @@ void dfsel_parts(benchmark::State& state, int blocks, std::string what) {
   out.packed = static_cast<float*>(st.packed->data);
   out.path = static_cast<int32_t*>(st.path->data);
   out.n_emitted = static_cast<int32_t*>(st.n_emitted->data);
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
+  auto empty = [](Setup&, cudaStream_t st) {
+    empty_kernel<<<1, 32, 0, st>>>();
+    return cudaGetLastError() == cudaSuccess;
+  };
+  if (!s.capture(what == "null_sync" ? +empty : nullptr)) return state.SkipWithError(s.error.c_str());
+  cudaGraphExec_t exec = s.exec;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal);
-  bool captured = true;
-  if (what == "null_sync")
-    empty_kernel<<<1, 32, 0, s.stream>>>();
-  else
-    captured = s.run_dfsel(0, s.stream);
-  if (cudaStreamEndCapture(s.stream, &g) != cudaSuccess || !captured || cudaGraphInstantiate(&exec, g, 0) != cudaSuccess)
-    return state.SkipWithError("capturing the step failed");
   const ggml_tensor* tensors[6] = {st.logits, st.hidden, st.anchors, st.packed, st.path, st.n_emitted};
   auto once = [&]() -> double {  // seconds
     if (what == "plan_eager") {
@@ -190,8 +179,6 @@ void dfsel_parts(benchmark::State& state, int blocks, std::string what) {
     state.SetIterationTime(sec);
     t.push_back(sec);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(g);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   report(state, t, blocks);

@@ -80,9 +80,11 @@ struct Setup {
   ggml_tensor *packed = nullptr, *path = nullptr, *n_emitted = nullptr;
   dfsel_plan* plan = nullptr;
   cudaStream_t stream = nullptr;
+  cudaGraphExec_t exec = nullptr;  // capture()'s
   std::string error;
 
   ~Setup() {
+    if (exec) cudaGraphExecDestroy(exec);
     if (plan) dfsel_plan_destroy(plan);
     if (stream) cudaStreamDestroy(stream);
     if (galloc) ggml_gallocr_free(galloc);
@@ -168,6 +170,17 @@ struct Setup {
     if (dfsel_plan_create(&desc, &plan, msg, sizeof msg) != DFSEL_SUCCESS) return fail(msg);
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return fail("cudaStreamCreate");
     return true;
+  }
+
+  // Captures what enqueue(stream) enqueues on this set-up's stream as the CUDA graph exec (the
+  // step by default), instantiated once and replayed by the host-timed benchmarks.
+  bool capture(bool (*enqueue)(Setup&, cudaStream_t) = nullptr) {
+    cudaGraph_t g = nullptr;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return fail("capture failed");
+    const bool ok = enqueue ? enqueue(*this, stream) : run_dfsel(0, stream);
+    const bool made = cudaStreamEndCapture(stream, &g) == cudaSuccess && ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
+    if (g) cudaGraphDestroy(g);
+    return made || fail("capturing the step failed: " + error);
   }
 
   bool run_dfsel(int copy, cudaStream_t st) {
