@@ -176,6 +176,8 @@ struct Setup {
   // step by default), instantiated once and replayed by the host-timed benchmarks.
   bool capture(bool (*enqueue)(Setup&, cudaStream_t) = nullptr) {
     cudaGraph_t g = nullptr;
+    if (exec) cudaGraphExecDestroy(exec);
+    exec = nullptr;
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return fail("capture failed");
     const bool ok = enqueue ? enqueue(*this, stream) : run_dfsel(0, stream);
     const bool made = cudaStreamEndCapture(stream, &g) == cudaSuccess && ok && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
