@@ -38,8 +38,21 @@ __device__ __forceinline__ void dspark_widen_lanes(const uint8_t* row, int R, in
 }
 
 // e = the W1 row `row` (stored as a.w1_type) widened, zeros past R to R8. Lanes split it,
-// the type known in the loop so that each lane's loads are in flight together.
+// the type known in the loop so that each lane's loads are in flight together; a BF16 row
+// 16 bytes aligned, R a multiple of 8, as one 16-byte load a lane for each 256 elements.
 __device__ __forceinline__ void dspark_set_e(const DSparkChainArgs& a, float* e, const uint8_t* row, int lane) {
+  if (a.w1_type == DFSEL_TYPE_BF16 && a.R % 8 == 0 && (reinterpret_cast<uintptr_t>(row) & 15) == 0) {
+    for (int r = 8 * lane; r < a.R; r += 256) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(row + 2 * (size_t)r));
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        e[r + 2 * j] = __uint_as_float(w[j] << 16);
+        e[r + 2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+      }
+    }
+    return;
+  }
   switch (a.w1_type) {
     case DFSEL_TYPE_F32: dspark_widen_lanes<DFSEL_TYPE_F32>(row, a.R, a.R8, e, lane); break;
     case DFSEL_TYPE_F16: dspark_widen_lanes<DFSEL_TYPE_F16>(row, a.R, a.R8, e, lane); break;
