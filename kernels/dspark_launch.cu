@@ -66,7 +66,7 @@ DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int ma
 template <int NB, int TERMS, bool SAMPLING, int WARPS, int MINB, bool STAGED>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     dspark_launch_kernel(const __grid_constant__ DSparkChainArgs a, const int32_t e_pitch, const int32_t k_first,
-                         const int32_t k_last) {
+                         const int32_t k_last, const uint32_t keep) {
   extern __shared__ __align__(128) uint8_t smem[];
   const LaunchCarve sc = launch_carve(e_pitch, TERMS, NB, a.R8, a.max_blocks, WARPS, STAGED);
   uint8_t* terms = smem + sc.terms;
@@ -102,11 +102,22 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   uint4 wa[kDSparkMmaChunks], wb[kDSparkMmaChunks];
   int64_t held = -1, staged = -1;  // the slice in wa, wb; in (or on its way to) the warp's stage
   uint4* stage = reinterpret_cast<uint4*>(smem + sc.stage) + (size_t)warp * kDSparkStagePieces;
-  auto load = [&](int64_t sl) {
+  // The L2 policy of slice sl's loads in step k (DSparkLaunch::keep): a fixed share of the
+  // slices kept for the next steps, the rest streamed; the last step leaves the kept ones as
+  // any line, so that nothing of W2 outlives the chain ahead of other data. 40503 is 65536 over
+  // the golden ratio: the kept slices of any run of consecutive slices are spread evenly.
+  auto priority = [&](int64_t sl, int k) -> int {
+    if (keep == kDSparkKeepOff) return kDSparkL2None;
+    if ((((uint32_t)sl * 40503u) & 0xffffu) >= keep) return kDSparkL2Stream;
+    return k >= a.N ? kDSparkL2Normal : kDSparkL2Keep;
+  };
+  const bool stream_z = keep != kDSparkKeepOff;
+  auto load = [&](int64_t sl, int k) {
     if constexpr (STAGED) {
       if (staged != sl) {
+        const int pr = priority(sl, k);
         for (int c = 0; c < chunks; ++c)
-          dspark_stage_chunk(stage, a.w2, a.w2_stride, sl * 16 + g8, sl * 16 + g8 + 8, vs, c, lane);
+          dspark_stage_chunk(stage, a.w2, a.w2_stride, sl * 16 + g8, sl * 16 + g8 + 8, vs, c, lane, pr);
         cp_async_commit();
       }
       dspark_stage_take(stage, chunks, lane, wa, wb);
@@ -118,12 +129,13 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   };
   if (n_mine > 0) {
     if constexpr (STAGED) {
+      const int pr = priority(wg, k_first);
       for (int c = 0; c < chunks; ++c)
-        dspark_stage_chunk(stage, a.w2, a.w2_stride, wg * 16 + g8, wg * 16 + g8 + 8, vs, c, lane);
+        dspark_stage_chunk(stage, a.w2, a.w2_stride, wg * 16 + g8, wg * 16 + g8 + 8, vs, c, lane, pr);
       cp_async_commit();
       staged = wg;
     } else {
-      load(wg);
+      load(wg, k_first);
     }
   }
   chain_release();
@@ -187,18 +199,19 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     reset();
     for (int i = 0; i < n_mine; ++i) {
       const int64_t sl = slice_of(i);
-      if (need_w2 && held != sl) load(sl);
+      if (need_w2 && held != sl) load(sl, k);
       const int64_t r0 = sl * 16, va = r0 + g8, vb = va + 8;
       for (int g = 0; g < n_groups; ++g) {
         float z[2][kSlots], sc2[2];
-        dspark_slice_inputs<NB>(a, z_row, n_act, g, va, vs, lane, z, sc2);
+        dspark_slice_inputs<NB>(a, z_row, n_act, g, va, vs, lane, z, sc2, stream_z);
         float acc[kTiles][4];
         const uint8_t* e_g = terms + (size_t)g * kTiles * 8 * e_pitch;
         const bool next = g == n_groups - 1 && i + 1 < n_mine;
         if (STAGED && next) {  // the next slice's chunk c copied once chunk c's registers are read
           const int64_t ns = slice_of(i + 1);
+          const int pr = priority(ns, k);
           dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc, [&](int c) {
-            dspark_stage_chunk(stage, a.w2, a.w2_stride, ns * 16 + g8, ns * 16 + g8 + 8, vs, c, lane);
+            dspark_stage_chunk(stage, a.w2, a.w2_stride, ns * 16 + g8, ns * 16 + g8 + 8, vs, c, lane, pr);
           });
           cp_async_commit();
           staged = ns;
@@ -401,7 +414,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   if constexpr (STAGED) cp_async_wait(0);  // a slice staged for a step that read none lands first
 }
 
-using LaunchKernel = void (*)(DSparkChainArgs, int32_t, int32_t, int32_t);
+using LaunchKernel = void (*)(DSparkChainArgs, int32_t, int32_t, int32_t, uint32_t);
 
 // A build of the kernel: NB blocks a group, CTAs of W warps with registers capped for CTAS of
 // them a SM, the next slice staged in shared memory (s) or loaded at its own start (n). Its
@@ -465,6 +478,13 @@ cudaError_t instance_kernels(const DSparkChainArgs& a, const Instance& x, int th
 
 }  // namespace
 
+uint32_t dspark_l2_keep(size_t w2_bytes, size_t l2_bytes, int sharers) {
+  const double held = (double)w2_bytes * (sharers > 1 ? sharers : 1);
+  if (held <= 0.0) return 65536u;
+  const double share = kDSparkL2Fraction * (double)l2_bytes / held;
+  return share >= 1.0 ? 65536u : (uint32_t)(share * 65536.0);
+}
+
 bool dspark_launch_supported(const DSparkChainArgs& a) {
   return a.v_begin % 4 == 0 && dspark_mma_supported(a);
 }
@@ -514,14 +534,14 @@ cudaError_t dspark_launch_run(const DSparkChainArgs& a, const DSparkLaunch& l, c
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch, (int32_t)1, a.N + (a.temperature > 0.0f ? 1 : 0));
+  return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch, (int32_t)1, a.N + (a.temperature > 0.0f ? 1 : 0), l.keep);
 }
 
 cudaError_t dspark_launch_step(const DSparkChainArgs& a, const DSparkLaunch& l, int32_t k, cudaStream_t stream) {
   const DSparkLaunchKernel& x = l.k[a.temperature > 0.0f ? 1 : 0][a.n_blocks >= l.wide_from ? 1 : 0];
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)x.grid), x.threads, x.smem, stream, 1, true, attr);
-  return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch, k, k);
+  return cudaLaunchKernelEx(&cfg, x.fn, a, l.e_pitch, k, k, l.keep);
 }
 
 }  // namespace dfsel::cuda

@@ -26,7 +26,7 @@ namespace dfsel::cuda {
 
 // A kernel of the one-launch chain and its launch: every SM's resident CTAs (cooperative).
 struct DSparkLaunchKernel {
-  void (*fn)(DSparkChainArgs, int32_t, int32_t, int32_t);  // (args, e pitch, first step, last step)
+  void (*fn)(DSparkChainArgs, int32_t, int32_t, int32_t, uint32_t);  // (args, e pitch, first step, last step, keep)
   int grid, threads;
   size_t smem;
 };
@@ -36,7 +36,25 @@ struct DSparkLaunch {
   DSparkLaunchKernel k[2][2];  // [sampling][wide]: for the plan's e terms
   int wide_from;               // runs of this many blocks or more take the wide kernels
   int32_t e_pitch;             // bytes between e's term rows in shared memory
+  uint32_t keep;               // W2's L2 policy (dspark_l2_keep), or kDSparkKeepOff
 };
+
+// How the one launch's loads use the L2 (H200: 60 MB against W2's 84 MB at V 163840, R 256): a
+// fixed share of W2's slices of 16 rows, picked by a hash of the slice, is loaded as last to go
+// (L2::evict_last) in every step but the last, the other slices and the base logits as first
+// to go (evict_first). Each step after the first finds the kept share in the L2 whatever the
+// other slices and the blocks' logits pushed through it; the walk's turn still finds the
+// slices read last. keep is that share of 65536 (65536: every slice); kDSparkKeepOff loads
+// everything as any other line.
+constexpr uint32_t kDSparkKeepOff = 0xffffffffu;
+
+// The share of 65536 to keep for a shard of w2_bytes on a device whose L2 holds l2_bytes, where
+// `sharers` plans of one call run on that device: the kept rows of all of them take
+// kDSparkL2Fraction of the L2. Measured on one H200 (2026-12-04, 1 block, greedy, one call):
+// kept 28 / 34 / 40 / 66 MB of its 60 MB took 173.6 / 171.9 / 170.1 / 181.9 us, none kept (all
+// streamed) 184.0, no policy 185.9.
+constexpr double kDSparkL2Fraction = 0.55;
+uint32_t dspark_l2_keep(size_t w2_bytes, size_t l2_bytes, int sharers);
 
 // Whether a plan can take the one-launch chain's kernel: W2 on tensor cores
 // (dspark_mma_supported), the shard starting at a multiple of 4 rows (the noise's Philox calls

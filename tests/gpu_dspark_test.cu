@@ -820,6 +820,49 @@ TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
     }
 }
 
+// DFSEL_DSPARK_L2, read at CUDA plan creation: which of W2's slices the one launch's loads ask
+// the L2 to keep changes where the bytes come from, never a bit: "off", shares of 0 to 100% and
+// auto give the same outputs, on one rank (the whole chain in one launch) and on three (a
+// launch a step, shards aligned to 4 rows), greedy and sampling; a value that is none of them
+// is refused, naming the variable and the value.
+TEST(GpuDSpark, L2PolicyIsCheckedAndChangesNoBit) {
+  DFSEL_REQUIRE_GPUS(1);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int S : {1, 3})
+    for (float temperature : {0.0f, 0.9f}) {
+      DSparkCase c = sized(9001, 128, 0, 5, 11);
+      c.w2_t = DFSEL_TYPE_BF16;
+      DSparkRunOpts r;
+      if (S > 1) r.bounds = aligned_bounds(c.V, S, 4, 1, rng);
+      r.temperature = temperature;
+      r.seed = rng();
+      const uint64_t data_seed = rng();
+      const DSparkData d = make_dspark_data(c, data_seed);
+      SCOPED_TRACE(describe(c, data_seed, r));
+      ASSERT_TRUE(dspark_cuda_uses_mma(c));
+      const DSparkResult base = run_dspark_cuda(c, d, r);
+      ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
+      for (const char* v : {"off", "0", "37", "100", "auto"}) {
+        SCOPED_TRACE(std::string("DFSEL_DSPARK_L2=") + v);
+        const ScopedEnv env("DFSEL_DSPARK_L2", v);
+        const DSparkResult x = run_dspark_cuda(c, d, r);
+        ASSERT_EQ(x.status, DFSEL_SUCCESS) << x.error;
+        EXPECT_EQ(dspark_bitwise_diff(x, base), "");
+      }
+      for (const char* bad : {"half", "101", "-1", "40z", "4294967336"}) {  // the last: 40 once wrapped
+        SCOPED_TRACE(std::string("DFSEL_DSPARK_L2=") + bad);
+        const ScopedEnv env("DFSEL_DSPARK_L2", bad);
+        const DSparkResult x = run_dspark_cuda(c, d, r);
+        EXPECT_EQ(x.status, DFSEL_INVALID_ARGUMENT) << x.error;
+        EXPECT_NE(x.error.find(std::string("DFSEL_DSPARK_L2 = \"") + bad + "\" must be auto, off or a percentage"),
+                  std::string::npos)
+            << x.error;
+      }
+    }
+}
+
 // A plan of many blocks (config.max_blocks 64, R 256, e in three terms) is more than the staged
 // default builds' shared memory holds: the one launch takes their fallbacks and runs, the same
 // bits as a launch a step, one group of 8 and several of 16, greedy and sampling.

@@ -69,7 +69,7 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
   dfsel_backend kind() const override { return DFSEL_BACKEND_CPU; }
   Endpoint endpoint() override { return Endpoint{base_ + c_.send, base_ + c_.recv, -1, nullptr}; }
 
-  Status begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void*) override;
+  Status begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void*, int) override;
   Status send(int32_t x, void*) override;
   Status receive(int32_t x, void*) override;
 
@@ -117,7 +117,7 @@ class CpuDSpark final : public CompletesInRun<DSparkBackend> {
   WorkerPool pool_;  // last: its threads are joined before the buffers they use are freed
 };
 
-Status CpuDSpark::begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void*) {
+Status CpuDSpark::begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void*, int) {
   for (int32_t b = 0; b < in.n_blocks; ++b)
     if (in.anchors[b] < 0 || in.anchors[b] >= sh_.n_target_vocab)
       return fail(DFSEL_INVALID_ARGUMENT, "inputs.anchors[%d] = %d is outside [0, config.n_target_vocab = %" PRId64 ")", b,

@@ -112,6 +112,24 @@ Status asked_tile(cuda::DSparkTile* t) {
   return Status::success();
 }
 
+// DFSEL_DSPARK_L2: the one launch's L2 policy (kernels/dspark_launch.cuh), to measure: "off"
+// (none), or PERCENT of W2's slices kept; unset or "auto": dspark_l2_keep's share, sized at
+// each run for the plans of the call on the device. *keep: the share, or auto (UINT32_MAX - 1).
+constexpr uint32_t kKeepAuto = cuda::kDSparkKeepOff - 1;
+Status asked_keep(uint32_t* keep) {
+  *keep = kKeepAuto;
+  const char* env = std::getenv("DFSEL_DSPARK_L2");
+  if (!env || !*env || std::strcmp(env, "auto") == 0) return Status::success();
+  if (std::strcmp(env, "off") == 0) return *keep = cuda::kDSparkKeepOff, Status::success();
+  int pct = 0;
+  const char* end = read_env_int(env, 0, 100, &pct);
+  if (!end || *end)
+    return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_L2 = \"%s\" must be auto, off or a percentage of W2 to keep in "
+                "the L2 (unset it for auto)", env);
+  *keep = (uint32_t)(pct * 65536 / 100);
+  return Status::success();
+}
+
 // DFSEL_DSPARK_PRODUCT: how the chain multiplies W2 by e. Unset, "" or "auto": on tensor cores
 // where the plan allows it (cuda::dspark_mma_supported), in the one-launch chain's kernel
 // (kernels/dspark_launch.cuh: one launch for the whole chain on one rank, a launch a step on
@@ -166,6 +184,7 @@ Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::D
                   "shared memory of device %d (DFSEL_DSPARK_PRODUCT=mma-steps runs the pass instead)", sh.R,
                   d.config.max_blocks, d.device);
     DFSEL_CUDA_TRY(e, "setting up the one-launch DSpark chain");
+    DFSEL_TRY(asked_keep(&launch->keep));
     *out = cuda::DSparkPassLaunch{};  // no pass runs: grid 0, no partials
     return Status::success();
   }
@@ -197,6 +216,10 @@ class CudaDSpark final : public DSparkBackend {
     DFSEL_TRY(check_device(d_.device));
     DeviceGuard g(d_.device);
     DFSEL_TRY(plan_pass(d_, sh_, &pass_, &launch_, &one_launch_));
+    asked_keep_ = launch_.keep;
+    int l2 = 0;
+    DFSEL_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, d_.device), "cudaDeviceGetAttribute");
+    l2_bytes_ = (size_t)l2;
     c_ = carve(d_, sh_, pass_.grid, one_launch_);
     if (c_.total == SIZE_MAX)
       return fail(DFSEL_OUT_OF_MEMORY, "the DSpark workspace for config.max_blocks = %d does not fit the address space",
@@ -224,8 +247,11 @@ class CudaDSpark final : public DSparkBackend {
   dfsel_backend kind() const override { return DFSEL_BACKEND_CUDA; }
   Endpoint endpoint() override { return Endpoint{base_ + c_.send, base_ + c_.recv, d_.device, ready_}; }
 
-  Status begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void* stream) override {
+  Status begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void* stream, int sharers) override {
     DeviceGuard guard(d_.device);
+    launch_.keep = asked_keep_ != kKeepAuto ? asked_keep_
+                                            : cuda::dspark_l2_keep((size_t)(sh_.v_end - sh_.v_begin) * d_.w2.nb[1],
+                                                                   l2_bytes_, sharers);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     DFSEL_TRY(check_stream(st, d_.device, true));
     a_.layout = sh_.layout_for(in.n_blocks);
@@ -302,6 +328,8 @@ class CudaDSpark final : public DSparkBackend {
   cuda::DSparkChainArgs a_;
   cuda::DSparkPassLaunch pass_{};
   cuda::DSparkLaunch launch_{};
+  uint32_t asked_keep_ = 0;  // DFSEL_DSPARK_L2's share, or kKeepAuto
+  size_t l2_bytes_ = 0;
   bool one_launch_ = false;
   DSparkCudaCarve c_{};
   void* owned_ = nullptr;

@@ -64,8 +64,9 @@ class DSparkBackend {
   virtual ~DSparkBackend() = default;
   virtual dfsel_backend kind() const = 0;
   virtual Endpoint endpoint() = 0;
-  // Checks what only a run can see (anchor ids) and sets up the chain of every block.
-  virtual Status begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void* stream) = 0;
+  // Checks what only a run can see (anchor ids) and sets up the chain of every block; `sharers`
+  // plans of the call (this one among them) run on this plan's device.
+  virtual Status begin(const dfsel_dspark_inputs& in, const dfsel_dspark_outputs& out, void* stream, int sharers) = 0;
   virtual Status send(int32_t exchange, void* stream) = 0;
   virtual Status receive(int32_t exchange, void* stream) = 0;
   virtual Status query(void* stream, bool* done) = 0;

@@ -47,7 +47,14 @@ Status run_dspark_group(int n, dfsel_dspark_plan* const* plans, const dfsel_dspa
   auto stream_of = [&](int i) { return streams ? streams[i] : nullptr; };
   // A communicator that has reported an error would fail or hang the all-gathers: refuse first.
   for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->exchange->health());
-  for (int i = 0; i < n; ++i) DFSEL_TRY(plans[i]->backend->begin(in[i], out[i], stream_of(i)));
+  // The plans of the call on each plan's device share its L2 (the CUDA backend sizes what its
+  // loads keep there by it).
+  for (int i = 0; i < n; ++i) {
+    const int device = plans[i]->backend->endpoint().device;
+    int sharers = 0;
+    for (int j = 0; j < n; ++j) sharers += device >= 0 && plans[j]->backend->endpoint().device == device;
+    DFSEL_TRY(plans[i]->backend->begin(in[i], out[i], stream_of(i), sharers > 0 ? sharers : 1));
+  }
   const DSparkShape& sh = plans[0]->shape;
   const size_t bytes = sh.layout_for(in[0].n_blocks).bytes;
   for (int32_t x = sh.first_exchange(); x <= sh.last_exchange(in[0].temperature > 0.0f); ++x) {

@@ -91,14 +91,40 @@ __device__ __forceinline__ void dspark_slice_loads(const uint8_t* w2, size_t str
 // Each lane copies the pieces it reads itself later, so the lanes need no barrier between them.
 constexpr int kDSparkStagePieces = 2 * kDSparkMmaChunks * 32;  // 16 bytes each: 8 KB a warp
 
+// An L2 eviction policy for W2's loads (createpolicy: a uniform 64-bit value). kDSparkL2Keep
+// ranks a line last to go, kDSparkL2Stream first, kDSparkL2Normal as any line.
+enum DSparkL2Priority { kDSparkL2None = 0, kDSparkL2Keep, kDSparkL2Stream, kDSparkL2Normal };
+
+__device__ __forceinline__ uint64_t dspark_l2_policy(int priority) {
+  uint64_t p;
+  if (priority == kDSparkL2Keep) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  else if (priority == kDSparkL2Stream) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+// 16 bytes global -> shared as cp_async_zfill16, with an L2 eviction policy.
+__device__ __forceinline__ void cp_async_zfill16_policy(void* dst, const void* src, bool valid, uint64_t policy) {
+  const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(d), "l"(src),
+               "r"(valid ? 16 : 0), "l"(policy)
+               : "memory");
+}
+
 // Chunk c of rows va and vb (zeros past vs) into the warp's stage, asynchronously (the caller
-// commits the group).
+// commits the group); priority (DSparkL2Priority) the L2 policy of the loads, or none.
 __device__ __forceinline__ void dspark_stage_chunk(uint4* stage, const uint8_t* w2, size_t stride, int64_t va,
-                                                   int64_t vb, int64_t vs, int c, int lane) {
+                                                   int64_t vb, int64_t vs, int c, int lane, int priority = 0) {
   const uint4* pa = reinterpret_cast<const uint4*>(w2 + (size_t)(va < vs ? va : vs - 1) * stride) + (lane & 3);
   const uint4* pb = reinterpret_cast<const uint4*>(w2 + (size_t)(vb < vs ? vb : vs - 1) * stride) + (lane & 3);
-  cp_async_zfill16(stage + c * 32 + lane, pa + 4 * c, va < vs);
-  cp_async_zfill16(stage + (kDSparkMmaChunks + c) * 32 + lane, pb + 4 * c, vb < vs);
+  if (priority == kDSparkL2None) {
+    cp_async_zfill16(stage + c * 32 + lane, pa + 4 * c, va < vs);
+    cp_async_zfill16(stage + (kDSparkMmaChunks + c) * 32 + lane, pb + 4 * c, vb < vs);
+  } else {
+    const uint64_t pol = dspark_l2_policy(priority);
+    cp_async_zfill16_policy(stage + c * 32 + lane, pa + 4 * c, va < vs, pol);
+    cp_async_zfill16_policy(stage + (kDSparkMmaChunks + c) * 32 + lane, pb + 4 * c, vb < vs, pol);
+  }
 }
 
 // The staged slice into the lane's registers once this thread's copies have landed: chunks
@@ -158,7 +184,7 @@ __device__ __forceinline__ int dspark_mma_column(int q, int lane) { return 8 * (
 template <int NB>
 __device__ __forceinline__ void dspark_slice_inputs(const DSparkChainArgs& a, const uint8_t* const* z_row, int n_act,
                                                     int g, int64_t va, int64_t vs, int lane, float (&z)[2][NB / 4],
-                                                    float (&s)[2]) {
+                                                    float (&s)[2], bool stream_z = false) {
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
     const int64_t v = va + 8 * ri;
@@ -166,7 +192,9 @@ __device__ __forceinline__ void dspark_slice_inputs(const DSparkChainArgs& a, co
 #pragma unroll
     for (int q = 0; q < NB / 4; ++q) {
       const int gi = g * NB + dspark_mma_column(q, lane);
-      z[ri][q] = v < vs && gi < n_act ? load_elem(z_row[gi], a.logits_type, v) : 0.0f;
+      z[ri][q] = !(v < vs && gi < n_act)                         ? 0.0f
+                 : stream_z && a.logits_type == DFSEL_TYPE_F32 ? __ldcs(reinterpret_cast<const float*>(z_row[gi]) + v)
+                                                                : load_elem(z_row[gi], a.logits_type, v);
     }
   }
 }
