@@ -39,11 +39,13 @@ for i, name in enumerate(names, 1):
         data = json.load(open("%s/variant-%d.json" % (out, i)))
     except (OSError, ValueError):
         continue
+    if name in cols:
+        name = "%s#%d" % (name, i)
     cols.append(name)
     for b in data["benchmarks"]:
         key = b["name"].replace("/vocab:163840/r:256/n:7/f32/bf16", "").replace("/manual_time", "")
         rows.setdefault(key, {})[name] = b.get("us", b.get("real_time"))
-print("%-44s" % "case" + "".join("%16s" % c[:15] for c in cols))
+print("%-44s" % "case" + "".join("%16s" % c[-15:] for c in cols))
 for key, vals in rows.items():
     print("%-44s" % key[:44] + "".join("%16s" % ("%.1f" % vals[c] if c in vals else "-") for c in cols))
 PY

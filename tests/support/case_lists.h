@@ -53,13 +53,13 @@ struct DSparkStepShape {
   double target_us;   // the time one H200 is to meet, 0: none set (read by the benchmark only)
 };
 inline constexpr DSparkStepShape kDSparkStepShapes[] = {
-    {1, 1, 0.0f, 180.0},
-    {8, 1, 0.0f, 210.0},
-    {1, 2, 0.0f, 240.0},
-    {4, 1, 0.0f, 200.0},
-    {1, 1, 0.8f, 230.0},
-    {8, 1, 0.8f, 300.0},
-    {16, 1, 0.0f, 200.0},
+    {1, 1, 0.0f, 160.0},
+    {8, 1, 0.0f, 185.0},
+    {1, 2, 0.0f, 220.0},
+    {4, 1, 0.0f, 175.0},
+    {1, 1, 0.8f, 200.0},
+    {8, 1, 0.8f, 240.0},
+    {16, 1, 0.0f, 195.0},
 };
 
 }  // namespace dfsel::cases
