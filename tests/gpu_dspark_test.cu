@@ -821,7 +821,8 @@ TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
 }
 
 // DFSEL_DSPARK_L2, read at CUDA plan creation: which of W2's slices the one launch's loads ask
-// the L2 to keep changes where the bytes come from, never a bit: "off", shares of 0 to 100% and
+// the L2 to keep changes where the bytes come from, never a bit: the default is within kMmaTol
+// of the double-precision oracle on fresh random drafts, and "off", shares of 0 to 100% and
 // auto give the same outputs, on one rank (the whole chain in one launch) and on three (a
 // launch a step, shards aligned to 4 rows), greedy and sampling; a value that is none of them
 // is refused, naming the variable and the value.
@@ -844,6 +845,7 @@ TEST(GpuDSpark, L2PolicyIsCheckedAndChangesNoBit) {
       ASSERT_TRUE(dspark_cuda_uses_mma(c));
       const DSparkResult base = run_dspark_cuda(c, d, r);
       ASSERT_EQ(base.status, DFSEL_SUCCESS) << base.error;
+      EXPECT_EQ(compare_dspark_with_oracle(c, d, r, base, kMmaTol), "") << "the default against the oracle";
       for (const char* v : {"off", "0", "37", "100", "auto"}) {
         SCOPED_TRACE(std::string("DFSEL_DSPARK_L2=") + v);
         const ScopedEnv env("DFSEL_DSPARK_L2", v);
