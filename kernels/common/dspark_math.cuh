@@ -81,7 +81,9 @@ DFSEL_HD Philox4 markov_philox(uint64_t seed, uint32_t block, uint32_t step, uin
 // noise is finite.
 DFSEL_HD float markov_gumbel_of_word(uint32_t word) {
   const float u = (float)((word >> 8) | 1u) * (1.0f / 16777216.0f);
-  return -portable_logf(-portable_logf(u));
+  // -portable_logf(-portable_logf(u)) without its special cases: u is normal in [2^-24, 1), so
+  // ln u is negative and -ln u normal, at least about 2^-24.
+  return -portable_log_normal(-portable_log_normal(u));
 }
 
 // Gumbel noise of token id at step `step` of block `block`: word id % 4 of markov_philox's call

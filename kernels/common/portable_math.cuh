@@ -46,14 +46,10 @@ DFSEL_HD float portable_expf(float x) {
 
 // ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s) with s = (m - 1) / (m + 1),
 // |s| <= 0.172, summed to s^11 (the rest is below 1e-10).
-DFSEL_HD float portable_logf(float x) {
-  if (x != x || x < 0.0f) return NAN;
-  if (x == 0.0f) return -INFINITY;
-  if (x == INFINITY) return x;
-  int e = 0;
-  if (x < 1.17549435e-38f) x *= 8388608.0f, e = -23;  // subnormal: scale by 2^23 first
+// ln (x 2^e0) for a positive, normal, finite x: portable_logf past its special cases.
+DFSEL_HD float portable_log_normal(float x, int e0 = 0) {
   const uint32_t u = float_to_bits(x);
-  e += (int)(u >> 23) - 127;
+  int e = e0 + (int)(u >> 23) - 127;
   float m = bits_to_float((u & 0x007fffffu) | 0x3f800000u);
   if (m > 1.41421356f) m *= 0.5f, e += 1;
   const float f = m - 1.0f;  // exact: m is within a factor 2 of 1
@@ -68,6 +64,14 @@ DFSEL_HD float portable_logf(float x) {
   const float log_m = fmaf(s2, q, s2);
   const float ef = (float)e;
   return fmaf(ef, kLn2Hi, fmaf(ef, kLn2Lo, log_m));
+}
+
+DFSEL_HD float portable_logf(float x) {
+  if (x != x || x < 0.0f) return NAN;
+  if (x == 0.0f) return -INFINITY;
+  if (x == INFINITY) return x;
+  if (x < 1.17549435e-38f) return portable_log_normal(x * 8388608.0f, -23);  // subnormal: scaled by 2^23
+  return portable_log_normal(x);
 }
 
 // tanh y: the odd Taylor series to y^17 below |y| = 0.55 (the first term left out is below
