@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
       e_s[i] = gi < n_act ? a.e[(size_t)active[gi] * a.R8 + r] : 0.0f;
     }
   };
-  if constexpr (kMma) dspark_fill_e_terms<NB, TERMS>(smem + sc.e, p.e_pitch, a.e, a.R8, a.R, active, n_groups, n_act);
+  if constexpr (kMma) dspark_fill_e_terms<NB, TERMS>(smem + sc.e, p.e_pitch, a.e, a.R8, a.R, active, n_act);
   else if (n_groups == 1) load_e(0);
   __syncthreads();
 

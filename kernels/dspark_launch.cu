@@ -88,56 +88,47 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const int g8 = lane >> 2, nr = lane & 15, hh = lane >> 4;
   const bool writer = blockIdx.x == 0;
   constexpr bool sampling = SAMPLING;
-  const int64_t vs = a.v_end - a.v_begin;
+  const int vs = (int)(a.v_end - a.v_begin);  // dspark_launch_supported: below 2^31 - 16
   const size_t slot = (size_t)a.max_blocks * (size_t)vs;
   const int chunks = a.R / 32;
   // The warp's slices of 16 rows: wg, wg + tw, ... (strided over the grid's warps, so that the
   // whole grid sweeps one region of W2 at a time); even steps take them backwards.
-  const int64_t n_slices = (vs + 15) / 16;
-  const int64_t wg = (int64_t)blockIdx.x * WARPS + warp, tw = (int64_t)gridDim.x * WARPS;
-  const int n_mine = wg < n_slices ? (int)((n_slices - 1 - wg) / tw + 1) : 0;
+  const int n_slices = (vs + 15) / 16;
+  const int wg = blockIdx.x * WARPS + warp, tw = gridDim.x * WARPS;
+  const int n_mine = wg < n_slices ? (n_slices - 1 - wg) / tw + 1 : 0;
   const DSparkLayout lay = make_dspark_layout(a.n_blocks, false, 0);  // rec_s: one rank's records
 
   // W2 is the plan's, written by no kernel: the first slice is loaded before anything else.
+  // Staged builds read it chunk by chunk from the warp's stage (wa, wb unused), others hold it
+  // in wa, wb.
   uint4 wa[kDSparkMmaChunks], wb[kDSparkMmaChunks];
-  int64_t held = -1, staged = -1;  // the slice in wa, wb; in (or on its way to) the warp's stage
+  int held = -1;  // the slice in wa, wb, or in (or on its way to) the warp's stage
   uint4* stage = reinterpret_cast<uint4*>(smem + sc.stage) + (size_t)warp * kDSparkStagePieces;
   // The L2 policy of slice sl's loads in step k (DSparkLaunch::keep): a fixed share of the
   // slices kept for the next steps, the rest streamed; the last step leaves the kept ones as
   // any line, so that nothing of W2 outlives the chain ahead of other data. 40503 is 65536 over
   // the golden ratio: the kept slices of any run of consecutive slices are spread evenly.
-  auto priority = [&](int64_t sl, int k) -> int {
+  auto priority = [&](int sl, int k) -> int {
     if (keep == kDSparkKeepOff) return kDSparkL2None;
     if ((((uint32_t)sl * 40503u) & 0xffffu) >= keep) return kDSparkL2Stream;
     return k >= a.N ? kDSparkL2Normal : kDSparkL2Keep;
   };
-  const bool stream_z = keep != kDSparkKeepOff;
-  auto load = [&](int64_t sl, int k) {
+  // Slice sl into the warp's stage (its copies issued unless on their way already) or into
+  // wa, wb.
+  auto load = [&](int sl, int k) {
     if constexpr (STAGED) {
-      if (staged != sl) {
-        const int pr = priority(sl, k);
-        for (int c = 0; c < chunks; ++c)
-          dspark_stage_chunk(stage, a.w2, a.w2_stride, sl * 16 + g8, sl * 16 + g8 + 8, vs, c, lane, pr);
+      if (held != sl) {
+        const DSparkSliceCopy cp = dspark_slice_copy(a.w2, a.w2_stride, sl * 16 + g8, vs, lane, priority(sl, k));
+        for (int c = 0; c < chunks; ++c) cp.copy(stage, c, lane);
         cp_async_commit();
       }
-      dspark_stage_take(stage, chunks, lane, wa, wb);
-      staged = -1;
     } else {
       dspark_slice_loads<false>(a.w2, a.w2_stride, sl * 16 + g8, sl * 16 + g8 + 8, vs, chunks, lane, wa, wb);
     }
     held = sl;
   };
-  if (n_mine > 0) {
-    if constexpr (STAGED) {
-      const int pr = priority(wg, k_first);
-      for (int c = 0; c < chunks; ++c)
-        dspark_stage_chunk(stage, a.w2, a.w2_stride, wg * 16 + g8, wg * 16 + g8 + 8, vs, c, lane, pr);
-      cp_async_commit();
-      staged = wg;
-    } else {
-      load(wg, k_first);
-    }
-  }
+  // The first step's first slice (even steps walk backwards: a launch a step on several ranks).
+  if (n_mine > 0) load(k_first & 1 ? wg : wg + (n_mine - 1) * tw, k_first);
   chain_release();
   chain_wait();  // a step of several ranks: the merge before it has written the states and e
   for (int b = tid; b < a.n_blocks; b += blockDim.x) st_s[b] = a.state[b];
@@ -164,18 +155,17 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     __syncthreads();
     const int n_act = misc[0], n_emit = misc[1];
     const int n_groups = (n_act + NB - 1) / NB;
-    dspark_fill_e_terms<NB, TERMS>(terms, e_pitch, e_f, a.R8, a.R, active, n_groups, n_act);
+    dspark_fill_e_terms<NB, TERMS>(terms, e_pitch, e_f, a.R8, a.R, active, n_act);
     __syncthreads();
 
     const bool need_w2 = reads_w2 && n_act > 0;
     const bool back = (k & 1) == 0;
     const float* l_prev = a.l_store + (size_t)((k - 1) & 1) * slot;
     float* l_now = a.l_store + (size_t)(k & 1) * slot;
-    auto slice_of = [&](int i) { return wg + (int64_t)(back ? n_mine - 1 - i : i) * tw; };
+    auto slice_of = [&](int i) { return wg + (back ? n_mine - 1 - i : i) * tw; };
     // l, the key, slot q's best and largest l, and l stored (sampling) of row v for the block in
     // column gi of the active list, from its dot product.
-    auto take = [&](int q, int64_t v, int gi, float z, float dot, float s, float gumbel) {
-      const int b = active[gi];
+    auto take = [&](int q, int v, int gi, float z, float dot, float s, float gumbel) {
       const int32_t id = (int32_t)(a.v_begin + v);
       const float l = markov_logit(a.transform, z, dot, s);
       float key = l;
@@ -184,7 +174,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       if (ck > bk[q]) bk[q] = ck, bl[q] = l;
       // Greedy: the key is l's, so the row's largest l is the best key's (flush).
       if constexpr (SAMPLING) bm[q] = max(bm[q], value_key(l));
-      if constexpr (SAMPLING) l_now[(size_t)b * vs + v] = l;
+      if constexpr (SAMPLING) l_now[(size_t)active[gi] * vs + v] = l;
     };
     // Into the warp's bests: a maximum over the lanes that share a slot, kept by lanes 0..3.
     auto flush = [&](int g) {
@@ -197,24 +187,30 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       }
     };
     reset();
+    // The base-logits rows of the lane's slots, found once a step where one group holds every
+    // block (else at each group's turn).
+    const uint8_t* zr[kSlots];
+    uint32_t held_slots = n_groups == 1 ? dspark_slot_rows<NB>(z_row, n_act, 0, lane, zr) : 0u;
     for (int i = 0; i < n_mine; ++i) {
-      const int64_t sl = slice_of(i);
+      const int sl = slice_of(i);
       if (need_w2 && held != sl) load(sl, k);
-      const int64_t r0 = sl * 16, va = r0 + g8, vb = va + 8;
+      if (STAGED && need_w2) cp_async_wait(0);  // the lane's copies of the slice have landed
+      const int r0 = sl * 16, va = r0 + g8, vb = va + 8;
       for (int g = 0; g < n_groups; ++g) {
+        if (n_groups > 1) held_slots = dspark_slot_rows<NB>(z_row, n_act, g, lane, zr);
         float z[2][kSlots], sc2[2];
-        dspark_slice_inputs<NB>(a, z_row, n_act, g, va, vs, lane, z, sc2, stream_z);
+        dspark_slice_z<NB>(a, zr, va, vs, z, sc2);
         float acc[kTiles][4];
         const uint8_t* e_g = terms + (size_t)g * kTiles * 8 * e_pitch;
         const bool next = g == n_groups - 1 && i + 1 < n_mine;
-        if (STAGED && next) {  // the next slice's chunk c copied once chunk c's registers are read
-          const int64_t ns = slice_of(i + 1);
-          const int pr = priority(ns, k);
-          dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc, [&](int c) {
-            dspark_stage_chunk(stage, a.w2, a.w2_stride, ns * 16 + g8, ns * 16 + g8 + 8, vs, c, lane, pr);
-          });
+        if (STAGED && next) {  // the next slice's chunk c copied over this one's once read
+          const int ns = slice_of(i + 1);
+          const DSparkSliceCopy cp = dspark_slice_copy(a.w2, a.w2_stride, ns * 16 + g8, vs, lane, priority(ns, k));
+          dspark_staged_mma<kTiles>(stage, e_g, e_pitch, chunks, lane, acc, [&](int c) { cp.copy(stage, c, lane); });
           cp_async_commit();
-          staged = ns;
+          held = ns;
+        } else if (STAGED) {
+          dspark_staged_mma<kTiles>(stage, e_g, e_pitch, chunks, lane, acc);
         } else {
           dspark_slice_mma<kTiles>(wa, wb, e_g, e_pitch, chunks, lane, acc);
         }
@@ -242,18 +238,17 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
               for (int x = 0; x < 4; ++x) w[x] = __shfl_sync(kFullWarp, mine[q >> 1].v[x], src);
               const int sel = g8 & 3;
               const uint32_t word = sel == 0 ? w[0] : sel == 1 ? w[1] : sel == 2 ? w[2] : w[3];
-              const int64_t v = ri ? vb : va;
-              const int gi = g * NB + slot_block(q, lane);
-              gum[ri][q] = v < vs && gi < n_act ? markov_gumbel_of_word(word) : 0.0f;
+              const int v = ri ? vb : va;
+              gum[ri][q] = v < vs && (held_slots >> q & 1u) ? markov_gumbel_of_word(word) : 0.0f;
             }
         }
 #pragma unroll
         for (int ri = 0; ri < 2; ++ri) {
-          const int64_t v = ri ? vb : va;
+          const int v = ri ? vb : va;
 #pragma unroll
           for (int q = 0; q < kSlots; ++q) {
             const int gi = g * NB + slot_block(q, lane);
-            if (v < vs && gi < n_act)
+            if (v < vs && (held_slots >> q & 1u))
               take(q, v, gi, z[ri][q], dspark_slice_dot<NB, TERMS>(acc, ri, q), sc2[ri], SAMPLING ? gum[ri][q] : 0.0f);
           }
         }
@@ -286,7 +281,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
           float lp[kDSparkNormSlices][kDSparkNormPairs];  // NaN: no row (weight 0, as l NaN)
 #pragma unroll
           for (int u = 0; u < kDSparkNormSlices; ++u) {
-            const int64_t vn = i0 + u < n_mine ? slice_of(i0 + u) * 16 + nr : vs;
+            const int vn = i0 + u < n_mine ? slice_of(i0 + u) * 16 + nr : vs;
 #pragma unroll
             for (int q = 0; q < kDSparkNormPairs; ++q) lp[u][q] = row[q] && vn < vs ? row[q][vn] : NAN;
           }
@@ -361,7 +356,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     // after the barrier find them there (W2's rows are in registers already when the walk
     // turns, as it does every step).
     if (k < a.N && n_mine > 0 && lane < n_act) {
-      const int64_t v = (k & 1 ? wg + (int64_t)(n_mine - 1) * tw : wg) * 16;
+      const int64_t v = (int64_t)(k & 1 ? wg + (n_mine - 1) * tw : wg) * 16;
       const uint8_t* row = a.logits + map_row(a.row_map, (int64_t)active[lane] * a.N + k) * a.logits_stride;
       asm volatile("prefetch.global.L2 [%0];" ::"l"(row + (size_t)v * (a.logits_type == DFSEL_TYPE_F32 ? 4 : 2)));
     }
@@ -421,7 +416,7 @@ using LaunchKernel = void (*)(DSparkChainArgs, int32_t, int32_t, int32_t, uint32
 // kernels for e's 1 or 3 terms, greedy and sampling.
 struct Instance {
   const char* name;
-  const char* fallback;  // the default's build where it does not fit (a plan of many blocks)
+  const char* fallback;  // the build a default gives way to where it does not fit (many blocks)
   int nb, warps;
   bool staged;
   LaunchKernel k[2][2];  // [3 terms][sampling]
@@ -439,14 +434,15 @@ Instance instance(const char* name, const char* fallback) {
 
 // The builds a plan can take by name (DFSEL_DSPARK_LAUNCH, to measure them); the first two are
 // the defaults, for up to 8 blocks and for more. Measured on one H200 (V 163840, R 256, N 7,
-// BF16, graph replay, 2026-12-03, greedy at 1 / 4 / 8 / 16 blocks, us): 8x2s 175.5 / 189.6 /
-// 200.7, 8x2n 186.7 / 197.8 / 209.5; at 16 blocks 16x1s12 268.0, 16x2n 283.6, 16x2s 315.3 (it
-// spills), groups of 8 (8x2n) 303.0. Sampling at 1 / 8 blocks: 8x2s 246.1 / 328.8, 8x2n 245.1 /
-// 331.4, 8x1s12 255.6 / 348.0. Chunk by chunk into registers, or after the keys: no better than
-// 8x2n; 3 CTAs a SM (80 registers) spills in the product's loop: 228.9 at 1 block.
+// BF16, graph replay, 2026-12-04, staged builds reading the stage chunk by chunk, us): greedy
+// at 1 / 4 / 8 blocks 8x2s 142.4 / 151.2 / 164.8, 8 warps at 3 CTAs a SM (80 registers,
+// spilling) 151.3 / 167.1 / 170.0; at 16 blocks 16x1s16 187.6, 16x1s12 206.9, 16x2s 210.8.
+// Sampling at 1 / 8 blocks: 8x2s 191.4 / 278.7, at 3 CTAs a SM 251.0 / 311.9. Earlier
+// (2026-12-03, slices held whole in registers): 8x2n 186.7 / 197.8 / 209.5 greedy, 16x2n 283.6.
 const Instance* find_instance(const char* name, int wide) {
   static const Instance all[] = {
       instance<8, 2, true, 8>("8x2s", "8x2n"),
+      instance<16, 1, true, 16>("16x1s16", "16x1s12"),
       instance<16, 1, true, 12>("16x1s12", "16x2n"),
       instance<8, 2, false, 8>("8x2n", nullptr),
       instance<16, 2, false, 8>("16x2n", nullptr),
@@ -486,7 +482,7 @@ uint32_t dspark_l2_keep(size_t w2_bytes, size_t l2_bytes, int sharers) {
 }
 
 bool dspark_launch_supported(const DSparkChainArgs& a) {
-  return a.v_begin % 4 == 0 && dspark_mma_supported(a);
+  return a.v_begin % 4 == 0 && a.v_end - a.v_begin <= INT32_MAX - 16 && dspark_mma_supported(a);
 }
 
 cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char* narrow, const char* wide,
@@ -508,8 +504,8 @@ cudaError_t dspark_launch_setup(const DSparkChainArgs& a, int device, const char
     if (w == 1 && (pick[1]->nb <= pick[0]->nb || a.max_blocks <= pick[0]->nb)) break;
     DSparkLaunchKernel x2[2];
     e = instance_kernels(a, *pick[w], three, l.e_pitch, optin, sms, x2);
-    // A default whose shared memory is short for the plan's blocks gives way to its fallback.
-    if (e == cudaErrorInvalidValue && !named[w] && pick[w]->fallback) {
+    // A default whose shared memory is short for the plan's blocks gives way to its fallbacks.
+    while (e == cudaErrorInvalidValue && !named[w] && pick[w]->fallback) {
       pick[w] = find_instance(pick[w]->fallback, w);
       e = instance_kernels(a, *pick[w], three, l.e_pitch, optin, sms, x2);
     }

@@ -805,7 +805,8 @@ TEST(GpuDSpark, OneLaunchIsBitwiseTheStepLaunches) {
       ASSERT_NO_FATAL_FAILURE(expect_one_launch_is_the_pass(c, d, r, &one));
       // The other builds of the one launch (groups of 8 only or of 16 only, the next slice
       // staged or loaded at its start), and a name that is none.
-      for (const char* build : {"8x2n/16x2n", "8x2n/8x2n", "8x2s/8x2s", "16x2n", "16x1s12", "8x2n/16x1s12"}) {
+      for (const char* build : {"8x2n/16x2n", "8x2n/8x2n", "8x2s/8x2s", "16x2n", "16x1s12", "8x2n/16x1s12", "16x1s16",
+                                 "8x2n/16x1s16"}) {
         SCOPED_TRACE(std::string("DFSEL_DSPARK_LAUNCH=") + build);
         const ScopedEnv env("DFSEL_DSPARK_LAUNCH", build);
         const DSparkResult x = run_dspark_cuda(c, d, r);
@@ -865,35 +866,39 @@ TEST(GpuDSpark, L2PolicyIsCheckedAndChangesNoBit) {
     }
 }
 
-// A plan of many blocks (config.max_blocks 64, R 256, e in three terms) is more than the staged
-// default builds' shared memory holds: the one launch takes their fallbacks and runs, the same
-// bits as a launch a step, one group of 8 and several of 16, greedy and sampling.
+// A plan of many blocks (config.max_blocks 64, R 256) is more than the staged default builds'
+// shared memory holds: the one launch takes their fallbacks and runs (e in one term: the wide
+// default's first fallback, 16x1s12; in three: past it to 16x2n), the same bits as a launch a
+// step, one group of 8 and several of 16, greedy and sampling.
 TEST(GpuDSpark, OneLaunchOfManyBlocksTakesTheFallbackBuilds) {
   DFSEL_REQUIRE_GPUS(1);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (int blocks : {3, 40})
-    for (float temperature : {0.0f, 0.7f}) {
-      DSparkCase c = sized(2053, 256, 0, 3, blocks);
-      c.max_blocks = 64;
-      c.w1_t = DFSEL_TYPE_F32;
-      c.w2_t = DFSEL_TYPE_BF16;
-      DSparkRunOpts r;
-      r.temperature = temperature;
-      r.seed = rng();
-      const uint64_t data_seed = rng();
-      const DSparkData d = make_dspark_data(c, data_seed);
-      SCOPED_TRACE(describe(c, data_seed, r));
-      DSparkResult one;
-      ASSERT_NO_FATAL_FAILURE(expect_one_launch_is_the_pass(c, d, r, &one));
-      // Named, a staged build that does not fit is refused rather than replaced.
-      const ScopedEnv env("DFSEL_DSPARK_LAUNCH", "8x2s/16x1s12");
-      const DSparkResult named = run_dspark_cuda(c, d, r);
-      EXPECT_EQ(named.status, DFSEL_UNSUPPORTED) << named.error;
-      EXPECT_NE(named.error.find("DFSEL_DSPARK_LAUNCH = \"8x2s/16x1s12\": that build"), std::string::npos)
-          << named.error;
-    }
+  for (dfsel_type w1_t : {DFSEL_TYPE_F32, DFSEL_TYPE_BF16})
+    for (int blocks : {3, 40})
+      for (float temperature : {0.0f, 0.7f}) {
+        DSparkCase c = sized(2053, 256, 0, 3, blocks);
+        c.max_blocks = 64;
+        c.w1_t = w1_t;
+        c.w2_t = DFSEL_TYPE_BF16;
+        DSparkRunOpts r;
+        r.temperature = temperature;
+        r.seed = rng();
+        const uint64_t data_seed = rng();
+        const DSparkData d = make_dspark_data(c, data_seed);
+        SCOPED_TRACE(describe(c, data_seed, r));
+        DSparkResult one;
+        ASSERT_NO_FATAL_FAILURE(expect_one_launch_is_the_pass(c, d, r, &one));
+        // Named, a staged narrow build that does not fit (e in three terms) is refused rather
+        // than replaced.
+        if (w1_t != DFSEL_TYPE_F32) continue;
+        const ScopedEnv env("DFSEL_DSPARK_LAUNCH", "8x2s/16x1s12");
+        const DSparkResult named = run_dspark_cuda(c, d, r);
+        EXPECT_EQ(named.status, DFSEL_UNSUPPORTED) << named.error;
+        EXPECT_NE(named.error.find("DFSEL_DSPARK_LAUNCH = \"8x2s/16x1s12\": that build"), std::string::npos)
+            << named.error;
+      }
 }
 
 // A caller-owned workspace (dfsel_dspark_workspace_size bytes of a CUDA description, 256-byte

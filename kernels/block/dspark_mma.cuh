@@ -39,19 +39,33 @@ __device__ __forceinline__ void dspark_e_terms(float x, uint16_t (&t)[TERMS]) {
   }
 }
 
-// The e rows of every group (blocks active[g * NB ..], zeros past n_act) as terms in shared
-// memory: row (g * TERMS + q) * NB + j holds term q of block j of group g, R elements in W2's
-// order, rows e_pitch bytes apart.
+// The e rows of the active blocks (active[gi], gi < n_act: column gi % NB of group gi / NB) as
+// terms in shared memory: row (g * TERMS + q) * NB + j holds term q of block j of group g, R
+// elements in W2's order, rows e_pitch bytes apart; eight elements a thread at a time (R a
+// multiple of 8, e's rows 32-byte aligned). The rows of columns past n_act are left as they
+// are: what they give is never read (mma's columns do not meet).
 template <int NB, int TERMS>
 __device__ __forceinline__ void dspark_fill_e_terms(uint8_t* e_b, int e_pitch, const float* e, int R8, int R,
-                                                    const int32_t* active, int n_groups, int n_act) {
-  for (int i = threadIdx.x; i < n_groups * NB * R; i += blockDim.x) {
-    const int gi = i / R, r = i - gi * R, g = gi / NB, j = gi - g * NB;
-    uint16_t t[TERMS];
-    dspark_e_terms<TERMS>(gi < n_act ? e[(size_t)active[gi] * R8 + r] : 0.0f, t);
+                                                    const int32_t* active, int n_act) {
+  const int per_row = R / 8;
+  for (int i = threadIdx.x; i < n_act * per_row; i += blockDim.x) {
+    const int gi = i / per_row, r = 8 * (i - gi * per_row), g = gi / NB, j = gi - g * NB;
+    const float4* src = reinterpret_cast<const float4*>(e + (size_t)active[gi] * R8 + r);
+    const float4 x0 = src[0], x1 = src[1];
+    const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    uint32_t w[TERMS][4];
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      uint16_t lo[TERMS], hi[TERMS];
+      dspark_e_terms<TERMS>(x[2 * p], lo);
+      dspark_e_terms<TERMS>(x[2 * p + 1], hi);
+#pragma unroll
+      for (int q = 0; q < TERMS; ++q) w[q][p] = (uint32_t)lo[q] | (uint32_t)hi[q] << 16;
+    }
 #pragma unroll
     for (int q = 0; q < TERMS; ++q)
-      *reinterpret_cast<uint16_t*>(e_b + (size_t)((g * TERMS + q) * NB + j) * e_pitch + 2 * r) = t[q];
+      *reinterpret_cast<uint4*>(e_b + (size_t)((g * TERMS + q) * NB + j) * e_pitch + 2 * r) =
+          make_uint4(w[q][0], w[q][1], w[q][2], w[q][3]);
   }
 }
 
@@ -92,7 +106,7 @@ __device__ __forceinline__ void dspark_slice_loads(const uint8_t* w2, size_t str
 constexpr int kDSparkStagePieces = 2 * kDSparkMmaChunks * 32;  // 16 bytes each: 8 KB a warp
 
 // An L2 eviction policy for W2's loads (createpolicy: a uniform 64-bit value). kDSparkL2Keep
-// ranks a line last to go, kDSparkL2Stream first, kDSparkL2Normal as any line.
+// ranks a line last to go, kDSparkL2Stream first, kDSparkL2Normal and kDSparkL2None as any line.
 enum DSparkL2Priority { kDSparkL2None = 0, kDSparkL2Keep, kDSparkL2Stream, kDSparkL2Normal };
 
 __device__ __forceinline__ uint64_t dspark_l2_policy(int priority) {
@@ -111,32 +125,29 @@ __device__ __forceinline__ void cp_async_zfill16_policy(void* dst, const void* s
                : "memory");
 }
 
-// Chunk c of rows va and vb (zeros past vs) into the warp's stage, asynchronously (the caller
-// commits the group); priority (DSparkL2Priority) the L2 policy of the loads, or none.
-__device__ __forceinline__ void dspark_stage_chunk(uint4* stage, const uint8_t* w2, size_t stride, int64_t va,
-                                                   int64_t vb, int64_t vs, int c, int lane, int priority = 0) {
-  const uint4* pa = reinterpret_cast<const uint4*>(w2 + (size_t)(va < vs ? va : vs - 1) * stride) + (lane & 3);
-  const uint4* pb = reinterpret_cast<const uint4*>(w2 + (size_t)(vb < vs ? vb : vs - 1) * stride) + (lane & 3);
-  if (priority == kDSparkL2None) {
-    cp_async_zfill16(stage + c * 32 + lane, pa + 4 * c, va < vs);
-    cp_async_zfill16(stage + (kDSparkMmaChunks + c) * 32 + lane, pb + 4 * c, vb < vs);
-  } else {
-    const uint64_t pol = dspark_l2_policy(priority);
-    cp_async_zfill16_policy(stage + c * 32 + lane, pa + 4 * c, va < vs, pol);
-    cp_async_zfill16_policy(stage + (kDSparkMmaChunks + c) * 32 + lane, pb + 4 * c, vb < vs, pol);
+// A slice's two rows (va and va + 8, zeros past vs) on their way into the warp's stage, their
+// addresses and L2 policy (DSparkL2Priority) found once a slice: copy(c) issues chunk c's
+// 16-byte asynchronous copies (the caller commits the group).
+struct DSparkSliceCopy {
+  const uint4* pa;
+  const uint4* pb;
+  uint64_t policy;
+  bool a_in, b_in;
+  __device__ __forceinline__ void copy(uint4* stage, int c, int lane) const {
+    cp_async_zfill16_policy(stage + c * 32 + lane, pa + 4 * c, a_in, policy);
+    cp_async_zfill16_policy(stage + (kDSparkMmaChunks + c) * 32 + lane, pb + 4 * c, b_in, policy);
   }
-}
+};
 
-// The staged slice into the lane's registers once this thread's copies have landed: chunks
-// c < chunks, zeros beyond.
-__device__ __forceinline__ void dspark_stage_take(const uint4* stage, int chunks, int lane, uint4 (&wa)[kDSparkMmaChunks],
-                                                  uint4 (&wb)[kDSparkMmaChunks]) {
-  cp_async_wait(0);
-#pragma unroll
-  for (int c = 0; c < kDSparkMmaChunks; ++c) {
-    wa[c] = c < chunks ? stage[c * 32 + lane] : make_uint4(0u, 0u, 0u, 0u);
-    wb[c] = c < chunks ? stage[(kDSparkMmaChunks + c) * 32 + lane] : make_uint4(0u, 0u, 0u, 0u);
-  }
+__device__ __forceinline__ DSparkSliceCopy dspark_slice_copy(const uint8_t* w2, size_t stride, int va, int vs, int lane,
+                                                             int priority) {
+  const int vb = va + 8;
+  DSparkSliceCopy s;
+  s.a_in = va < vs, s.b_in = vb < vs;
+  s.pa = reinterpret_cast<const uint4*>(w2 + (size_t)(s.a_in ? va : vs - 1) * stride) + (lane & 3);
+  s.pb = reinterpret_cast<const uint4*>(w2 + (size_t)(s.b_in ? vb : vs - 1) * stride) + (lane & 3);
+  s.policy = dspark_l2_policy(priority);
+  return s;
 }
 
 // The bytes between e's term rows in shared memory: 2R rounded up to 64, and 64 more where that
@@ -174,9 +185,79 @@ __device__ __forceinline__ void dspark_slice_mma(uint4 (&wa)[kDSparkMmaChunks], 
   }
 }
 
+// The same from the warp's stage (the slice's copies landed): each chunk read as it is
+// multiplied, so that the slice never sits whole in registers; after(c) may copy the next
+// slice's chunk c over it.
+template <int NT, class After = DSparkNoReload>
+__device__ __forceinline__ void dspark_staged_mma(const uint4* stage, const uint8_t* e_g, int e_pitch, int chunks,
+                                                  int lane, float (&acc)[NT][4], After after = {}) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  const uint8_t* e_lane = e_g + (size_t)(lane >> 2) * e_pitch + 16 * (lane & 3);
+#pragma unroll
+  for (int c = 0; c < kDSparkMmaChunks; ++c) {
+    if (c >= chunks) break;
+    const uint4 wa = stage[c * 32 + lane], wb = stage[(kDSparkMmaChunks + c) * 32 + lane];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const uint4 b = *reinterpret_cast<const uint4*>(e_lane + (size_t)8 * n * e_pitch + 64 * c);
+      mma_bf16(acc[n], wa.x, wb.x, wa.y, wb.y, b.x, b.y);
+      mma_bf16(acc[n], wa.z, wb.z, wa.w, wb.w, b.z, b.w);
+    }
+    after(c);
+  }
+}
+
 // The block column of a group that slot q of the lane holds in mma's accumulators: 2t, 2t + 1,
 // 8 + 2t, 9 + 2t (t = lane % 4).
 __device__ __forceinline__ int dspark_mma_column(int q, int lane) { return 8 * (q >> 1) + 2 * (lane & 3) + (q & 1); }
+
+// The base-logits rows of the lane's slots in group g of the active list (z_row, n_act of
+// them) and, as bit q of the result, whether slot q holds a block; a slot past n_act keeps
+// group 0's first row, so that its loads need no test.
+template <int NB>
+__device__ __forceinline__ uint32_t dspark_slot_rows(const uint8_t* const* z_row, int n_act, int g, int lane,
+                                                     const uint8_t* (&zr)[NB / 4]) {
+  uint32_t held = 0;
+#pragma unroll
+  for (int q = 0; q < NB / 4; ++q) {
+    const int gi = g * NB + dspark_mma_column(q, lane);
+    held |= gi < n_act ? 1u << q : 0u;
+    zr[q] = z_row[gi < n_act ? gi : 0];
+  }
+  return held;
+}
+
+// The base logits and W2 scales of the lane's elements of a slice, loaded before its product:
+// rows va and va + 8 of the shard (past vs: z 0, s 1) of the rows zr (dspark_slot_rows). F32
+// logits, the usual case, as streamed loads; the type is tested once a slice.
+template <int NB>
+__device__ __forceinline__ void dspark_slice_z(const DSparkChainArgs& a, const uint8_t* const (&zr)[NB / 4], int va,
+                                               int vs, float (&z)[2][NB / 4], float (&s)[2]) {
+  constexpr int kSlots = NB / 4;
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    const int v = va + 8 * ri;
+    s[ri] = v < vs && a.scale ? a.scale[a.scale_rows == 1 ? 0 : v] : 1.0f;
+  }
+  if (a.logits_type == DFSEL_TYPE_F32) {
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri)
+#pragma unroll
+      for (int q = 0; q < kSlots; ++q) {
+        const int v = va + 8 * ri;
+        z[ri][q] = v < vs ? __ldcs(reinterpret_cast<const float*>(zr[q]) + v) : 0.0f;
+      }
+  } else {
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri)
+#pragma unroll
+      for (int q = 0; q < kSlots; ++q) {
+        const int v = va + 8 * ri;
+        z[ri][q] = v < vs ? load_elem(zr[q], a.logits_type, v) : 0.0f;
+      }
+  }
+}
 
 // The base logits and W2 scales of the lane's elements of a slice, loaded before its product:
 // rows va and va + 8 (past vs: z 0, s 1) for the blocks of its columns of group g of the active
