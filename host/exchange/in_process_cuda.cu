@@ -1,10 +1,12 @@
 // The in-process exchange between devices: rank r's receive buffer gathers every rank's send
-// buffer on r's stream, after the peers' ready events (recorded at the end of their select),
-// with peer copies across devices. Graph capture keeps the event edges.
+// buffer on r's stream, after the peers' ready events (recorded at the end of their select):
+// by one kernel where every rank is on r's device and the records are small, else by copies
+// (peer copies across devices). Graph capture keeps the event edges.
 #include <cuda_runtime.h>
 
 #include "host/backend/cuda_status.h"
 #include "host/exchange/exchange.h"
+#include "kernels/gather_records.cuh"
 
 namespace dfsel {
 
@@ -19,6 +21,20 @@ class DeviceExchange final : public Exchange {
     if (n == 1 && recv == me.send) return Status::success();  // one rank reads its own records
     DeviceGuard guard(me.device);
     cudaStream_t st = static_cast<cudaStream_t>(ranks[self].stream);
+    // Every rank on this device, records small: one chained kernel gathers them all.
+    bool local = n <= cuda::kGatherMaxRanks && bytes <= cuda::kGatherMaxBytes;
+    for (int r = 0; r < n; ++r) local = local && ranks[r].at.device == me.device;
+    if (local) {
+      cuda::GatherRecordsArgs g{};
+      g.recv = recv, g.n = n, g.bytes = bytes;
+      for (int r = 0; r < n; ++r) {
+        if (r != self)
+          DFSEL_CUDA_TRY(cudaStreamWaitEvent(st, static_cast<cudaEvent_t>(ranks[r].at.ready), 0), "cudaStreamWaitEvent");
+        g.send[r] = ranks[r].at.send;
+      }
+      DFSEL_CUDA_TRY(cuda::gather_records(g, st), "in-process exchange gather");
+      return Status::success();
+    }
     for (int r = 0; r < n; ++r) {
       const Endpoint& peer = ranks[r].at;
       if (r != self)
