@@ -58,9 +58,9 @@ DFSEL_HD LaunchCarve launch_carve(int e_pitch, int terms, int nb, int R8, int ma
 
 // NB: the blocks of a group (8: mma's columns); TERMS: e's BF16 terms (1 or 3);
 // SAMPLING: temperature > 0 (greedy steps keep no l and no normaliser, and fewer registers);
-// STAGED: the next slice's loads go out as this slice's product frees their registers, chunk by
-// chunk, as asynchronous copies into the warp's stage in shared memory, taken into registers at
-// the next slice's start; else each slice is loaded into registers at its own start.
+// STAGED: slices go through the warp's stage in shared memory by asynchronous copies, read a
+// chunk at a time as they are multiplied, the next slice's chunk c copied over chunk c once it is
+// read; else each slice is loaded into registers at its own start.
 // Steps k_first .. k_last: on one rank every step (cooperative: the grid barrier between them);
 // on several one step, whose last CTA writes the rank's records (no barrier).
 template <int NB, int TERMS, bool SAMPLING, int WARPS, int MINB, bool STAGED>
