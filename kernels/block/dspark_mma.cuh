@@ -162,49 +162,50 @@ struct DSparkNoReload {
   __device__ void operator()(int) const {}
 };
 
-// acc[n] = a slice (rows g8 and g8 + 8) times the e rows 8n .. 8n + 7 from e_g, in mma's
-// fragment layout (kernels/common/mma.cuh); chunks c < chunks, steps in order. chunk(c, x, y)
-// gives the lane's 16 bytes of chunk c of its two rows; after(c) runs once they are read (to
-// load the next slice's chunk c in their place).
-template <int NT, class Chunk, class After>
-__device__ __forceinline__ void dspark_chunks_mma(Chunk chunk, const uint8_t* e_g, int e_pitch, int chunks, int lane,
-                                                  float (&acc)[NT][4], After after) {
+// acc[n] = the slice (rows g8 and g8 + 8 in wa, wb) times the e rows 8n .. 8n + 7 from e_g, in
+// mma's fragment layout (kernels/common/mma.cuh); chunks c < chunks, steps in order. after(c)
+// runs once chunk c's registers are read (to load the next slice's chunk c into them).
+template <int NT, class After = DSparkNoReload>
+__device__ __forceinline__ void dspark_slice_mma(uint4 (&wa)[kDSparkMmaChunks], uint4 (&wb)[kDSparkMmaChunks],
+                                                 const uint8_t* e_g, int e_pitch, int chunks, int lane,
+                                                 float (&acc)[NT][4], After after = {}) {
 #pragma unroll
   for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   const uint8_t* e_lane = e_g + (size_t)(lane >> 2) * e_pitch + 16 * (lane & 3);
 #pragma unroll
   for (int c = 0; c < kDSparkMmaChunks; ++c) {
     if (c >= chunks) break;
-    uint4 x, y;
-    chunk(c, x, y);
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
       const uint4 b = *reinterpret_cast<const uint4*>(e_lane + (size_t)8 * n * e_pitch + 64 * c);
-      mma_bf16(acc[n], x.x, y.x, x.y, y.y, b.x, b.y);
-      mma_bf16(acc[n], x.z, y.z, x.w, y.w, b.z, b.w);
+      mma_bf16(acc[n], wa[c].x, wb[c].x, wa[c].y, wb[c].y, b.x, b.y);
+      mma_bf16(acc[n], wa[c].z, wb[c].z, wa[c].w, wb[c].w, b.z, b.w);
     }
     after(c);
   }
 }
 
-// The slice held in the lane's registers (wa, wb).
-template <int NT, class After = DSparkNoReload>
-__device__ __forceinline__ void dspark_slice_mma(uint4 (&wa)[kDSparkMmaChunks], uint4 (&wb)[kDSparkMmaChunks],
-                                                 const uint8_t* e_g, int e_pitch, int chunks, int lane,
-                                                 float (&acc)[NT][4], After after = {}) {
-  dspark_chunks_mma<NT>([&](int c, uint4& x, uint4& y) { x = wa[c], y = wb[c]; }, e_g, e_pitch, chunks, lane, acc,
-                        after);
-}
-
-// The slice in the warp's stage (its copies landed): each chunk read as it is multiplied, so
-// that the slice never sits whole in registers; after(c) may copy the next slice's chunk c over
-// it.
+// The same from the warp's stage (the slice's copies landed): each chunk read as it is
+// multiplied, so that the slice never sits whole in registers; after(c) may copy the next
+// slice's chunk c over it.
 template <int NT, class After = DSparkNoReload>
 __device__ __forceinline__ void dspark_staged_mma(const uint4* stage, const uint8_t* e_g, int e_pitch, int chunks,
                                                   int lane, float (&acc)[NT][4], After after = {}) {
-  dspark_chunks_mma<NT>(
-      [&](int c, uint4& x, uint4& y) { x = stage[c * 32 + lane], y = stage[(kDSparkMmaChunks + c) * 32 + lane]; },
-      e_g, e_pitch, chunks, lane, acc, after);
+#pragma unroll
+  for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  const uint8_t* e_lane = e_g + (size_t)(lane >> 2) * e_pitch + 16 * (lane & 3);
+#pragma unroll
+  for (int c = 0; c < kDSparkMmaChunks; ++c) {
+    if (c >= chunks) break;
+    const uint4 wa = stage[c * 32 + lane], wb = stage[(kDSparkMmaChunks + c) * 32 + lane];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const uint4 b = *reinterpret_cast<const uint4*>(e_lane + (size_t)8 * n * e_pitch + 64 * c);
+      mma_bf16(acc[n], wa.x, wb.x, wa.y, wb.y, b.x, b.y);
+      mma_bf16(acc[n], wa.z, wb.z, wa.w, wb.w, b.z, b.w);
+    }
+    after(c);
+  }
 }
 
 // The block column of a group that slot q of the lane holds in mma's accumulators: 2t, 2t + 1,
@@ -264,7 +265,7 @@ __device__ __forceinline__ void dspark_slice_z(const DSparkChainArgs& a, const u
 template <int NB>
 __device__ __forceinline__ void dspark_slice_inputs(const DSparkChainArgs& a, const uint8_t* const* z_row, int n_act,
                                                     int g, int64_t va, int64_t vs, int lane, float (&z)[2][NB / 4],
-                                                    float (&s)[2]) {
+                                                    float (&s)[2], bool stream_z = false) {
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
     const int64_t v = va + 8 * ri;
@@ -272,7 +273,9 @@ __device__ __forceinline__ void dspark_slice_inputs(const DSparkChainArgs& a, co
 #pragma unroll
     for (int q = 0; q < NB / 4; ++q) {
       const int gi = g * NB + dspark_mma_column(q, lane);
-      z[ri][q] = !(v < vs && gi < n_act) ? 0.0f : load_elem(z_row[gi], a.logits_type, v);
+      z[ri][q] = !(v < vs && gi < n_act)                         ? 0.0f
+                 : stream_z && a.logits_type == DFSEL_TYPE_F32 ? __ldcs(reinterpret_cast<const float*>(z_row[gi]) + v)
+                                                                : load_elem(z_row[gi], a.logits_type, v);
     }
   }
 }
