@@ -174,7 +174,7 @@ Status plan_pass(const dfsel_dspark_plan_desc& d, const DSparkShape& sh, cuda::D
                                                     wide.empty() ? nullptr : wide.c_str(), launch);
     if (e == cudaErrorNotSupported)
       return fail(DFSEL_INVALID_ARGUMENT, "DFSEL_DSPARK_LAUNCH = \"%s\" must be NARROW or NARROW/WIDE, each a build of "
-                  "the one-launch chain: 8x2s, 16x1s12, 8x2n or 16x2n (unset it for the defaults)", env);
+                  "the one-launch chain: 8x2s, 16x1s16, 16x1s12, 8x2n or 16x2n (unset it for the defaults)", env);
     if (e == cudaErrorInvalidValue && env && *env)
       return fail(DFSEL_UNSUPPORTED, "DFSEL_DSPARK_LAUNCH = \"%s\": that build of the one-launch DSpark chain for R = %d "
                   "and config.max_blocks = %d does not fit the shared memory of device %d (unset it for the defaults, "
