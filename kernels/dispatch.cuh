@@ -18,6 +18,7 @@
 
 #include "dfsel/dfsel.h"
 #include "kernels/common/limits.cuh"
+#include "kernels/topk/topk_policy.cuh"
 
 namespace dfsel::cuda {
 
@@ -36,9 +37,10 @@ constexpr bool returns_error() {
   return std::is_same_v<std::invoke_result_t<F, Arg>, cudaError_t>;
 }
 
-// K buckets: the kernels size their lists and tiles for the bucket and loop to the runtime k.
-constexpr int k_bucket(int k) { return k <= 8 ? 8 : k <= 16 ? 16 : k <= 32 ? 32 : kMaxTopK; }
-static_assert(k_bucket(kMaxTopK) == kMaxTopK, "the largest bucket is the K limit");
+// K buckets: the kernels size their lists and tiles for the bucket and loop to the runtime k. The
+// top-K's buckets (kernels/topk/topk_policy.cuh), so that every kernel of a step has the same.
+constexpr int k_bucket(int k) { return topk::k_bucket(k); }
+static_assert(kMaxTopK == topk::kMaxK && k_bucket(kMaxTopK) == kMaxTopK, "the largest bucket is the K limit");
 
 // k in [1, kMaxTopK], as its bucket.
 template <class F>

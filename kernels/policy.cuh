@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "kernels/common/dspark_args.cuh"
+#include "kernels/topk/topk_policy.cuh"
 
 namespace dfsel::cuda {
 
@@ -19,32 +20,17 @@ constexpr int kSmRegisters = 65536;  // 32-bit registers an SM (sm_90)
 // The registers a thread may hold under __launch_bounds__(threads, min_ctas).
 constexpr int launch_bound_regs(int threads, int min_ctas) { return kSmRegisters / (threads * min_ctas); }
 
-// ---- shard_topk (kernels/shard_topk.cu, kernels/block/select.cuh) ----
+// ---- shard_topk (kernels/shard_topk.cu over the vendorable top-K, kernels/topk/) ----
 
-// Threads a CTA and 16-byte loads a thread a tile. 128-thread CTAs (8 an SM) and 2 vectors a
-// thread, alone and together, were slower (2026-11-30, 1 x 31040: 8.54, 7.49 and 9.63 us
-// against 7.09; "Where the time goes: phase traces").
-constexpr int kSelectThreads = 256;
-constexpr int kTopKVecsPerThread = 4;
-
-// CTAs an SM the launch bounds ask for (64 registers a thread). The grid is sized for all of
-// them when the top-K has the GPU alone, and for one fewer when the step's gate runs beside it
-// (ShardTopKArgs::shares_sms): 16 x 124160 13.3 -> 11.0 us, 256 x 124160 39.6 -> 37.5
+// The top-K's own shape and split rule are its tuning header's (kernels/topk/topk_policy.cuh):
+// threads a CTA, loads a thread, CTAs an SM, the split bounds. What the step adds is the room
+// beside the gate: when the gate runs beside it, the top-K's grid is sized for one CTA an SM
+// fewer (ShardTopKArgs::shares_sms): 16 x 124160 13.3 -> 11.0 us, 256 x 124160 39.6 -> 37.5
 // (2026-11-30, third round, "the top-K's grid sized per call"); with the grid at 3 a step of
 // 16 / 64 / 256 tokens went from 33.1 / 58.9 / 121 to 31.4 / 50.5 / 109 us (second round).
-constexpr int kTopKCtasPerSm = 4;
+constexpr int kSelectThreads = topk::kThreads;
+constexpr int kTopKCtasPerSm = topk::kCtasPerSm;
 constexpr int kTopKCtasBesideGate = kTopKCtasPerSm - 1;
-
-// Rows are split into chunks of at least kMinSplitVecs 16-byte vectors (about one tile of
-// kTopKVecsPerThread x kSelectThreads) and at most kMaxSplitRecs partial records a row: every
-// decode shape was fastest there (ShardTopKSplits, 2026-12-01: 1 x 248320 F32 at 64 CTAs a
-// row 8.75 us, 10.1 at 121; 16 x 124160 BF16 at 16, 9.29 against 11.7 at 33; K 64 at 16, 24.6
-// against 27.7 at 32). 940 keeps 16 x 124160 F32 at its measured best, 33 (one wave of 528).
-constexpr int64_t kMinSplitVecs = 940;
-constexpr int64_t kMaxSplitRecs = 1024;
-// The row's last CTA holds the partial records in registers, this many a thread.
-constexpr int kRecsPerThread = 8;
-static_assert(kMaxSplitRecs <= (int64_t)kSelectThreads * kRecsPerThread, "the last CTA holds every partial record");
 
 // ---- gate (kernels/gate.cu) ----
 

@@ -7,6 +7,7 @@
 
 #include "dfsel/dfsel.h"
 #include "hd.cuh"
+#include "kernels/topk/topk_order.cuh"
 
 namespace dfsel {
 
@@ -24,35 +25,14 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34, "ggml's Q8_0 block is 34 bytes");
 
-DFSEL_HD float bits_to_float(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+DFSEL_HD float bits_to_float(uint32_t u) { return topk::float_of_bits(u); }
+DFSEL_HD uint32_t float_to_bits(float f) { return topk::bits_of_float(f); }
 
-DFSEL_HD uint32_t float_to_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
+// IEEE half and bfloat16 to float, exact (subnormals and NaN payloads kept), bit-level so that
+// host and device agree without intrinsics: the top-K's conversions (kernels/topk/topk_order.cuh).
+DFSEL_HD float f16_to_float(uint16_t h) { return topk::f16_bits_to_float(h); }
 
-// IEEE half to float, exact, bit-level so host and device agree without intrinsics.
-DFSEL_HD float f16_to_float(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return bits_to_float(sign | 0x7f800000u | (man << 13));
-  if (exp != 0) return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
-  if (man == 0) return bits_to_float(sign);
-  int e = -1;  // subnormal: normalise
-  do {
-    ++e;
-    man <<= 1;
-  } while ((man & 0x400u) == 0);
-  return bits_to_float(sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13));
-}
-
-DFSEL_HD float bf16_to_float(uint16_t b) { return bits_to_float((uint32_t)b << 16); }
+DFSEL_HD float bf16_to_float(uint16_t b) { return topk::bf16_bits_to_float(b); }
 
 // Round to nearest even; used by tests and fixtures to make stored values.
 DFSEL_HD uint16_t float_to_bf16(float f) {

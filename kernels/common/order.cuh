@@ -6,39 +6,24 @@
 #include <stdint.h>
 
 #include "hd.cuh"
+#include "kernels/topk/topk_order.cuh"
 #include "numeric.cuh"
 
 namespace dfsel {
 
+// The order and its key are the vendorable top-K's (kernels/topk/topk_order.cuh), written once.
 // A candidate as exchanged between ranks: the raw logit and its global token id.
-struct CandRec {
-  float z;
-  int32_t id;
-};
+using CandRec = topk::Rec;
 static_assert(sizeof(CandRec) == 8, "records are exchanged as raw bytes");
 
-// Monotone map of a float to uint32: larger value, larger key. NaN maps to 0, below -inf
-// (whose key is 0x007fffff); -0 and +0 share one key so that equal values tie on the id.
-DFSEL_HD uint32_t value_key(float z) {
-  uint32_t u = float_to_bits(z);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0u;
-  if (u == 0x80000000u) u = 0u;
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-// The inverse of value_key for a number's key (not 0, NaN's): the float's bits (+0 for both
-// zeros). The top-K's bound (block/select.cuh, key_value_floor) writes the same expression out.
-DFSEL_HD uint32_t value_bits_of_key(uint32_t vk) { return (vk & 0x80000000u) ? (vk & 0x7fffffffu) : ~vk; }
-
-// Ids are stored inverted, so that the lower id has the larger key.
-DFSEL_HD uint32_t id_key(int32_t id) { return 0xffffffffu - (uint32_t)id; }
-DFSEL_HD int32_t id_of_key(uint64_t key) { return (int32_t)(0xffffffffu - (uint32_t)key); }
-
-DFSEL_HD uint64_t cand_key(float z, int32_t id) {
-  return ((uint64_t)value_key(z) << 32) | (uint64_t)id_key(id);
-}
-
-DFSEL_HD uint64_t cand_key(CandRec c) { return cand_key(c.z, c.id); }
+// value_key: monotone map of a float to uint32 (NaN 0, below -inf's 0x007fffff; -0 and +0 share
+// one key, so equal values tie on the id). value_bits_of_key: its inverse for a number's key.
+// id_key / id_of_key: ids inverted, so that the lower id has the larger key. cand_key: both.
+using topk::cand_key;
+using topk::id_key;
+using topk::id_of_key;
+using topk::value_bits_of_key;
+using topk::value_key;
 
 // Inverse of cand_key for valid keys (id >= 0); z of a NaN key comes back as a quiet NaN.
 DFSEL_HD CandRec cand_from_key(uint64_t key) {

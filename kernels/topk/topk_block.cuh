@@ -1,6 +1,6 @@
-// Block-wide top-K building blocks for shard_topk: a CTA keeps a sorted list of its K best
-// candidates in shared memory and folds in one tile of items at a time (SPEC section 3 order:
-// the 64-bit cand_key, larger is better, keys of distinct ids never tie).
+// The top-K's block layer (docs/topk.md): a CTA keeps a sorted list of its K best candidates in
+// shared memory and folds in one tile of items at a time (topk_order.cuh: the 64-bit cand_key,
+// larger is better, keys of distinct ids never tie).
 //
 // Folding a tile costs one barrier when no item of the tile beats the K-th key so far (the
 // common case once the list is warm), and little more when a few do: they are appended to a
@@ -17,21 +17,20 @@
 
 #include <stdint.h>
 
-#include "kernels/common/order.cuh"
-#include "kernels/policy.cuh"
+#include "topk_order.cuh"
+#include "topk_policy.cuh"
 
-namespace dfsel::cuda {
+namespace DFSEL_TOPK_NAMESPACE {
 
-// kSelectThreads, the CTA's threads, is kernels/policy.cuh's.
 // Up to this many threads with an item above the K-th key: take all their items above it as
 // candidates without the group bound (at most 64 * M, the buffer's size).
 constexpr int kDirectThreads = 64;
 
-// 4K groups, at most one per thread (then K * (kSelectThreads / G) * M <= 64 * M still holds
-// for every K <= 64 when kSelectThreads >= 64).
+// 4K groups, at most one per thread (then K * (kThreads / G) * M <= 64 * M still holds
+// for every K <= 64 when kThreads >= 64).
 template <int KB>
-constexpr int select_groups() {
-  return 4 * KB < kSelectThreads ? 4 * KB : kSelectThreads;
+__host__ __device__ constexpr int select_groups() {
+  return 4 * KB < kThreads ? 4 * KB : kThreads;
 }
 
 // KB: the compile-time bound on k; M: items per thread in one tile.
@@ -42,7 +41,7 @@ struct SelectShared {
   float cand_z[kCap];
   uint64_t list_key[2][KB];  // double-buffered: a merge reads one and writes the other
   float list_z[2][KB];
-  uint64_t thread_max[kSelectThreads];
+  uint64_t thread_max[kThreads];
   uint64_t group_max[select_groups<KB>()];
   uint64_t bound;
   int n_cand[2];  // appends count in n_cand[cb]; a merge resets the other one and flips cb
@@ -73,8 +72,8 @@ __device__ __forceinline__ SelectState select_begin(SelectShared<KB, M>& s) {
 __device__ __forceinline__ float key_value_floor(uint64_t lo, bool* all_values) {
   const uint32_t vk = (uint32_t)(lo >> 32);
   *all_values = vk == 0u;
-  // order.cuh's value_bits_of_key, written out: through the call the compiler lays out the
-  // fold's test differently (its cubin changes), so the expression stays inline here.
+  // value_bits_of_key, written out: through the call the compiler lays out the fold's test
+  // differently (its cubin changes), so the expression stays inline here.
   return __uint_as_float((vk & 0x80000000u) ? (vk & 0x7fffffffu) : ~vk);
 }
 
@@ -119,7 +118,7 @@ __device__ void select_merge(SelectShared<KB, M>& s, SelectState& st, int k, int
   const float* lz = s.list_z[st.cur];
   uint64_t* ok = s.list_key[st.cur ^ 1];
   float* oz = s.list_z[st.cur ^ 1];
-  for (int e = threadIdx.x; e < nl + nc; e += kSelectThreads) {
+  for (int e = threadIdx.x; e < nl + nc; e += kThreads) {
     uint64_t key;
     float z;
     int rank;
@@ -177,7 +176,7 @@ __device__ void select_tile(SelectShared<KB, M>& s, SelectState& st, const Items
     if (tid < G) {
       uint64_t m = 0ull;
 #pragma unroll
-      for (int q = 0; q < kSelectThreads / G; ++q) m = max(m, s.thread_max[tid + q * G]);
+      for (int q = 0; q < kThreads / G; ++q) m = max(m, s.thread_max[tid + q * G]);
       s.group_max[tid] = m;
     }
     __syncthreads();
@@ -217,22 +216,22 @@ __device__ void select_flush(SelectShared<KB, M>& s, SelectState& st, int k) {
 }
 
 // Items of the last CTA of a split row: the partial lists of all splits, read from scratch,
-// kSelectThreads * R records at most.
+// kThreads * R records at most.
 template <int R>
 struct RecordItems {
   uint64_t key[R];
   float z[R];
 
-  __device__ __forceinline__ void load(const CandRec* recs, int n) {
+  __device__ __forceinline__ void load(const Rec* recs, int n) {
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      const int r = threadIdx.x + i * kSelectThreads;
+      const int r = threadIdx.x + i * kThreads;
       key[i] = 0ull;
       z[i] = 0.0f;
       if (r < n) {
         // .cg: the lists were written by other CTAs; read them from L2, not a stale L1 line.
         const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(recs + r));
-        CandRec c;
+        Rec c;
         c.z = __uint_as_float(raw.x);
         c.id = (int32_t)raw.y;
         key[i] = cand_key(c);  // padding records {NaN, -1} have key 0: never selected
@@ -255,4 +254,4 @@ struct RecordItems {
   }
 };
 
-}  // namespace dfsel::cuda
+}  // namespace DFSEL_TOPK_NAMESPACE
