@@ -10,16 +10,20 @@
 #   - compute-sanitizer memcheck over the route's tests and one equality case (--skip-sanitizer);
 #   - the split-mode example (examples/ggml_op) on one GPU and, with two or more, over all;
 #   - with --bench, dfsel_ggml_bench: dfsel beside the in-graph selector on ggml-cuda tensors,
-#     JSON into the output folder (--out, default $OUT or bench/results).
+#     JSON into the output folder (--out, default $OUT or bench/results);
+#   - ggml-cuda's TOP_K with dfsel's top-K patched in (scripts/ggml-topk-gpu-check.sh: every patch
+#     of integrations/ggml applied to a copy of the source, test-backend-ops' TOP_K cases, under
+#     memcheck too unless --skip-sanitizer, the in-graph selector on it; with --bench the perf cases
+#     and InGraphSelector on both builds); --skip-topk leaves it out.
 # Exits non-zero on any failure, and when no GPU is visible.
 #   scripts/ggml-gpu-check.sh [--build DIR] [--prefix GGML_PREFIX] [--out DIR] [--bench] [--skip-build]
-#                             [--skip-sanitizer] [--bench-filter REGEX] [--tag NAME]
+#                             [--skip-sanitizer] [--skip-topk] [--bench-filter REGEX] [--tag NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build-ggml-gpu
 prefix=""
 out=${OUT:-bench/results}
-bench=0 build=1 san=1
+bench=0 build=1 san=1 topk=1
 bench_filter="."
 tag=""
 while [ $# -gt 0 ]; do
@@ -30,6 +34,7 @@ while [ $# -gt 0 ]; do
     --bench) bench=1 ;;
     --skip-build) build=0 ;;
     --skip-sanitizer) san=0 ;;
+    --skip-topk) topk=0 ;;
     --bench-filter) bench_filter=$2; shift ;;
     --tag) tag=$2; shift ;;
     *) echo "ggml-gpu-check: unknown option $1" >&2; exit 2 ;;
@@ -123,5 +128,12 @@ if [ $bench = 1 ]; then
   echo "ggml-gpu-check: dfsel_ggml_bench -> $out/$tag.json"
   "$dir/bench/dfsel_ggml_bench" --benchmark_filter="$bench_filter" --benchmark_min_time=0.2 \
     --benchmark_out="$out/$tag.json" --benchmark_out_format=json
+fi
+if [ $topk = 1 ]; then
+  topk_stages=test,ingraph
+  [ $san = 1 ] && topk_stages+=,memcheck
+  [ $bench = 1 ] && topk_stages+=,perf,bench
+  echo "ggml-gpu-check: ggml-cuda's TOP_K with dfsel's top-K ($topk_stages)"
+  bash scripts/ggml-topk-gpu-check.sh --out "$out" --stages "$topk_stages"
 fi
 echo "ggml-gpu-check: passed"

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -194,11 +195,23 @@ void dfsel_replayed(benchmark::State& state, int blocks) {
   report(state, t, blocks);
 }
 
+// DFSEL_GGML_LABEL=NAME names the ggml-cuda the in-graph selector runs on, for runs of one binary
+// on two builds of it (scripts/ggml-topk-gpu-check.sh: dfsel's top-K patched into ggml_top_k or
+// not): InGraphSelector/ggml:NAME/blocks:N. Only the in-graph selector is registered then, since
+// nothing else here calls into ggml-cuda's ops.
+const char* ggml_label() {
+  const char* v = std::getenv("DFSEL_GGML_LABEL");
+  return v && *v ? v : nullptr;
+}
+
 const bool registered = [] {
+  const char* label = ggml_label();
   for (int blocks : {1, 4, 16, 64}) {
     const std::string b = "/blocks:" + std::to_string(blocks);
-    benchmark::RegisterBenchmark(("InGraphSelector" + b).c_str(), in_graph_selector, blocks)
+    const std::string in_graph = label ? "InGraphSelector/ggml:" + std::string(label) + b : "InGraphSelector" + b;
+    benchmark::RegisterBenchmark(in_graph.c_str(), in_graph_selector, blocks)
         ->UseManualTime()->Unit(benchmark::kMicrosecond);
+    if (label) continue;
     benchmark::RegisterBenchmark(("DfselGgml/eager" + b).c_str(), dfsel_eager, blocks)
         ->UseManualTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("DfselGgml/graph" + b).c_str(), dfsel_graph, blocks)

@@ -36,6 +36,9 @@ RUN_BY = {
          "gtest_discover_tests(dfsel_ggml_tests DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ggml)"),
         (".ci/run", "ctest --test-dir build-ggml -L ggml"),
     ],
+    "scripts/ggml-topk-gpu-check.sh": [
+        ("scripts/ggml-gpu-check.sh", 'bash scripts/ggml-topk-gpu-check.sh --out "$out" --stages "$topk_stages"'),
+    ],
     "tests/ggml_meta/meta_route_test.cpp": [
         ("tests/ggml_meta/CMakeLists.txt", "add_executable(dfsel_ggml_meta_tests meta_route_test.cpp"),
         ("scripts/ggml-meta-check.sh", "--gtest_filter='GgmlMetaRoute.TwoCpuDevicesReadInPlace'"),
@@ -179,7 +182,7 @@ def test_one_character_changed_in_any_block_fails(tmp_path):
     assert check(root) == []
     doc = open(os.path.join(root, DOC)).read()
     code = [b for b in blocks(doc) if b.lang != "text"]
-    assert len(code) == 6
+    assert len(code) == 8
     for b in code:
         middle = len(b.body) // 2
         changed = b.body[:middle] + ("x" if b.body[middle] != "x" else "y") + b.body[middle + 1:]
