@@ -119,8 +119,8 @@ with() {
   shift
   LD_LIBRARY_PATH="$dir/$lib/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
 }
-with patched ldd "$tbo" | grep -E "libggml-cuda" | sed 's/^/ggml-topk-gpu-check: patched run: /'
-with unpatched ldd "$tbo" | grep -E "libggml-cuda" | sed 's/^/ggml-topk-gpu-check: unpatched run: /'
+with patched ldd "$tbo" | grep -E "libggml-cuda" | sed "s/^/ggml-topk-gpu-check: patched run: /" || true
+with unpatched ldd "$tbo" | grep -E "libggml-cuda" | sed "s/^/ggml-topk-gpu-check: unpatched run: /" || true
 
 # The cases a log lists, and how many of them the patch sends to dfsel's top-K (k <= 64).
 dfsel_path() { grep -oE 'TOP_K\(type=f32,ne=\[[0-9,]+\],k=[0-9]+' "$1" | awk -F'k=' '$2 <= 64' | wc -l; }
