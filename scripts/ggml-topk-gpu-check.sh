@@ -155,9 +155,10 @@ if has perf; then
       tail -20 "$out/ggml-topk-perf-$lib.log"; echo "ggml-topk-gpu-check: perf ($lib) failed" >&2; exit 1; }
   done
   gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+  slug=$(echo "${gpu%%,*}" | tr -d ' ' | tr 'A-Z' 'a-z' | sed 's/nvidia//')
   python3 bench/ggml/topk_perf_table.py "$out/ggml-topk-perf-unpatched.log" "$out/ggml-topk-perf-patched.log" \
-    --gpu "$gpu" --command "scripts/ggml-topk-gpu-check.sh --stages $stages" --json "$out/ggml-topk-perf.json" \
-    | tee "$out/ggml-topk-perf.md"
+    --gpu "$gpu" --command "scripts/ggml-topk-gpu-check.sh --stages $stages" --json "$out/${slug:-gpu}-$(date +%Y-%m-%d)-ggml-topk-perf.json" \
+    | tee "$out/${slug:-gpu}-$(date +%Y-%m-%d)-ggml-topk-perf.md"
 fi
 
 if has ingraph; then
