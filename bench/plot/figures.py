@@ -8,7 +8,9 @@ Series styles: bar (one bar a point), span (a bar from the point 'start' to the 
 line (points x, value), hline (one value across the panel), vline (one value down the panel).
 A panel's ratios (ggml-cuda: the peer over dfsel at each block count) are worked out from two of
 its plotted points, so they carry no file of their own; each is drawn as a text with gid
-"ratio:<blocks>".
+"ratio:<blocks>". So are its patched ratios (the peer over the in-graph selector on ggml-cuda
+patched with dfsel's top-K), gid "patched-ratio:<blocks>", and ggml-topk's build-over-build
+ratios under each case.
 """
 import re
 import textwrap
@@ -319,25 +321,27 @@ def build_scaling(index):
 
 
 GGML_BLOCKS = (1, 4, 16, 64)  # what dfsel_ggml_bench measures
-GGML_SERIES = (  # (id, family, variant, label): InGraphSelector/blocks:N, DfselGgml/<variant>/blocks:N
-    ("ggml:peer", "InGraphSelector", None, "llama.cpp's in-graph selector, per ggml_backend_graph_compute"),
-    ("ggml:eager", "DfselGgml", "eager", "dfsel between graph computes (dfsel_ggml_run, then the wait)"),
-    ("ggml:graph", "DfselGgml", "graph", "dfsel's step as a CUDA graph, one replay and the wait"),
-    ("ggml:replayed", "DfselGgml", "replayed", "dfsel's step back to back in a CUDA graph (as SelectorStep is timed)"),
+GGML_SERIES = (  # (id, row, label): the rows <row>/blocks:N
+    ("ggml:peer", "InGraphSelector", "llama.cpp's in-graph selector, per ggml_backend_graph_compute"),
+    ("ggml:patched", "InGraphSelector/ggml:dfsel-topk",
+     "llama.cpp's in-graph selector, ggml-cuda's TOP_K on dfsel's top-K (integrations/ggml patch)"),
+    ("ggml:eager", "DfselGgml/eager", "dfsel between graph computes (dfsel_ggml_run, then the wait)"),
+    ("ggml:graph", "DfselGgml/graph", "dfsel's step as a CUDA graph, one replay and the wait"),
+    ("ggml:replayed", "DfselGgml/replayed", "dfsel's step back to back in a CUDA graph (as SelectorStep is timed)"),
 )
 
 
-def _ggml_name(family, variant):
-    return family + ("/" + variant if variant else "")
-
-
-def _ggml_points(index, family, variant):
-    """(blocks, value, where, name, source) of the rows family[/variant]/blocks:N, each from the
-    newest row of its name: its median_us counter, else its real_time."""
+def _ggml_points(index, row):
+    """(blocks, value, where, name, source) of the rows <row>/blocks:N, each from the newest row
+    of its name: its median_us counter, else its real_time. A row's name is <row> and its blocks,
+    nothing else: InGraphSelector/ggml:dfsel-topk/blocks:N (dfsel_ggml_bench on another ggml-cuda,
+    DFSEL_GGML_LABEL) is not InGraphSelector's."""
+    want = results.parse_name(row)
     pts = []
-    for n in index.names(family):
+    for n in index.names(want[0]):
         fam, params, flags = results.parse_name(n)
-        if flags != ((variant,) if variant else ()) or not isinstance(params.get("blocks"), int) or len(params) != 1:
+        rest = {k: v for k, v in params.items() if k != "blocks"}
+        if not isinstance(params.get("blocks"), int) or (fam, rest, flags) != want:
             continue
         fields, src = index.row(n, "time_us")
         if fields is None:
@@ -359,16 +363,20 @@ def _blocks_text(blocks):
     return "%s block%s" % (", ".join(str(b) for b in blocks), "" if list(blocks) == [1] else "s")
 
 
+def _speedup_label(r):
+    return "%s faster" % _ratio_label(r) if r >= 1 else "%s slower" % _ratio_label(1 / r)
+
+
 def build_ggml(index):
     f = _Figure("ggml-cuda", "llama.cpp's in-graph selector on ggml-cuda vs dfsel on the same tensors", index.gpu)
     p = f.panel(title="DFlash2 selector by blocks of %d tokens, both on the same ggml-cuda tensors (dfsel_ggml_bench)"
-                % BLOCK, notes=[], ratios=[], peer=None,
+                % BLOCK, notes=[], ratios=[], patched_ratios=[], peer=None,
                 xlabel="tokens (%d x blocks)" % BLOCK)
     read = {}
-    for sid, family, variant, label in GGML_SERIES:
-        pts = _ggml_points(index, family, variant)
+    for sid, row, label in GGML_SERIES:
+        pts = _ggml_points(index, row)
         read[sid] = pts
-        p["series"].append({"id": sid, "label": label, "style": "line", "row": _ggml_name(family, variant),
+        p["series"].append({"id": sid, "label": label, "style": "line", "row": row,
                             "points": [dict(_point(b, v, w), x=BLOCK * b, blocks=b) for b, v, w, _, _ in pts]})
         if sid == "ggml:peer" and pts:
             p["peer"] = max((t[4] for t in pts), key=lambda s: s.order).data.get("context", {}).get("peer")
@@ -377,25 +385,88 @@ def build_ggml(index):
         f.d["missing"].append("%s: no such row in any result JSON for this GPU" % what)
         p["notes"].append("not recorded: " + what)
         return f.done(index)
-    for sid, family, variant, label in GGML_SERIES:
+    for sid, row, label in GGML_SERIES:
         got = [t[0] for t in read[sid]]
         absent = [b for b in GGML_BLOCKS if b not in got]
-        name = _ggml_name(family, variant)
         if not got:
-            f.d["missing"].append("%s (no %s/blocks:N row in any result JSON)" % (name, name))
+            f.d["missing"].append("%s (no %s/blocks:N row in any result JSON)" % (row, row))
         elif absent:
-            f.d["missing"].append("%s at %s (the newest rows measure %s)" % (name, _blocks_text(absent),
+            f.d["missing"].append("%s at %s (the newest rows measure %s)" % (row, _blocks_text(absent),
                                                                              ", ".join(str(b) for b in got)))
     eager = {t[0]: t[1] for t in read["ggml:eager"]}
+    patched = {t[0]: t[1] for t in read["ggml:patched"]}
     for b, v, _, _, _ in read["ggml:peer"]:
         if eager.get(b):
             r = v / eager[b]
             p["ratios"].append({"blocks": b, "x": BLOCK * b, "value": r, "label": _ratio_label(r),
                                 "of": ["ggml:peer", "ggml:eager"]})
+        if patched.get(b):
+            r = v / patched[b]
+            p["patched_ratios"].append({"blocks": b, "x": BLOCK * b, "value": r, "label": _speedup_label(r),
+                                        "of": ["ggml:peer", "ggml:patched"]})
     return f.done(index)
 
 
-BUILDERS = (build_timeline, build_topk, build_scaling, build_ggml)
+GGML_TOPK_BUILDS = (  # (build, label): GgmlTopK/ggml_cuda:<build>/cols:C/rows:R/k:K
+    ("unpatched", "ggml-cuda's TOP_K as it is (sorts each row whole)"),
+    ("patched", "with dfsel's top-K for k <= 64 (integrations/ggml patch)"),
+)
+GGML_TOPK_DFSEL_MAX_K = 64  # the patch's rule for F32 rows, as bench/ggml/topk_perf_table.py applies it
+GGML_TOPK_MIN_COLS = 100000  # the vocabularies of drafts and sampling; the narrower cases are left out
+
+
+def _ggml_topk_cases(index):
+    """{(cols, rows, k): {build: row name}} of the GgmlTopK rows."""
+    cases = {}
+    for n in index.names("GgmlTopK"):
+        fam, params, flags = results.parse_name(n)
+        build = params.get("ggml_cuda")
+        if flags or set(params) != {"ggml_cuda", "cols", "rows", "k"} or build not in dict(GGML_TOPK_BUILDS) or \
+                not all(isinstance(params[k], int) for k in ("cols", "rows", "k")):
+            continue
+        cases.setdefault((params["cols"], params["rows"], params["k"]), {})[build] = n
+    return cases
+
+
+def build_ggml_topk(index):
+    f = _Figure("ggml-topk", "ggml-cuda's TOP_K as it is and with dfsel's top-K (test-backend-ops perf -o TOP_K)",
+                index.gpu)
+    p = f.panel(title="TOP_K of F32 rows, time per run on each build (bench/ggml/topk_perf_table.py)", categories=[],
+                cases=[], notes=[], left_out=0, min_cols=GGML_TOPK_MIN_COLS)
+    series = {build: {"id": "ggml-topk:" + build, "label": label, "style": "bar", "points": []}
+              for build, label in GGML_TOPK_BUILDS}
+    p["series"] = list(series.values())
+    cases = _ggml_topk_cases(index)
+    if not cases:
+        what = "GgmlTopK rows (bench/ggml/topk_perf_table.py --json, scripts/ggml-topk-gpu-check.sh's perf stage)"
+        f.d["missing"].append("%s: no such row in any result JSON for this GPU" % what)
+        p["notes"].append("not recorded: " + what)
+        return f.done(index)
+    for (cols, rows, k), names in sorted(cases.items()):
+        read = {build: index.lookup(names[build]) if build in names else (None, None) for build, _ in GGML_TOPK_BUILDS}
+        absent = [build for build, (v, _) in read.items() if v is None]
+        if absent:
+            have = [b for b in read if b not in absent]
+            f.d["missing"].append("GgmlTopK/ggml_cuda:%s/cols:%d/rows:%d/k:%d (%s)" % (
+                absent[0], cols, rows, k, "the %s row is recorded, not this one" % have[0] if have else "no time"))
+            continue
+        if cols < GGML_TOPK_MIN_COLS:
+            p["left_out"] += 1
+            continue
+        key = "%dx%d\nk %d" % (cols, rows, k)
+        p["categories"].append(key)
+        p["cases"].append({"key": key, "cols": cols, "rows": rows, "k": k,
+                           "path": "dfsel" if k <= GGML_TOPK_DFSEL_MAX_K else "ggml-cuda"})
+        for build, (v, w) in read.items():
+            series[build]["points"].append(_point(key, v, w))
+    if p["left_out"]:
+        p["notes"].append("%d case%s with fewer than %d columns not drawn (every case: the table of ggml-cuda's TOP_K "
+                          "in bench/results/README.md, and the file below)" % (
+                              p["left_out"], "" if p["left_out"] == 1 else "s", GGML_TOPK_MIN_COLS))
+    return f.done(index)
+
+
+BUILDERS = (build_timeline, build_topk, build_scaling, build_ggml, build_ggml_topk)
 
 
 # ---- drawing ---------------------------------------------------------------------------------
@@ -573,8 +644,9 @@ def _draw_scaling(fig, desc):
         ax.legend(fontsize=7.5, loc="best")
 
 
-GGML_STYLES = {"ggml:peer": ("#ff7f0e", "s", "-"), "ggml:eager": ("#1f77b4", "o", "-"),
-               "ggml:graph": ("#2ca02c", "^", "--"), "ggml:replayed": ("#9467bd", "D", ":")}
+GGML_STYLES = {"ggml:peer": ("#ff7f0e", "s", "-"), "ggml:patched": ("#8c564b", "P", "-."),
+               "ggml:eager": ("#1f77b4", "o", "-"), "ggml:graph": ("#2ca02c", "^", "--"),
+               "ggml:replayed": ("#9467bd", "D", ":")}
 
 
 def _draw_ggml(fig, desc):
@@ -594,13 +666,18 @@ def _draw_ggml(fig, desc):
         x = [pt["x"] for pt in s["points"]]
         y = [pt["value"] for pt in s["points"]]
         ax.plot(x, y, color=color, marker=marker, ls=ls, ms=6, label=s["label"], gid="series:" + s["id"])
-        if s["id"] in ("ggml:peer", "ggml:eager"):
+        if s["id"] in ("ggml:peer", "ggml:patched", "ggml:eager"):
             for xi, yi in zip(x, y):
                 ax.annotate(_fmt(yi), (xi, yi), textcoords="offset points", xytext=(6, 3), fontsize=7, color=color)
     eager = {pt["x"]: pt["value"] for s in p["series"] if s["id"] == "ggml:eager" for pt in s["points"]}
     for r in p["ratios"]:
         ax.annotate(r["label"], (r["x"], eager[r["x"]]), textcoords="offset points", xytext=(0, 13), ha="center",
                     va="bottom", fontsize=9, fontweight="bold", color="#d62728", gid="ratio:%d" % r["blocks"])
+    patched = {pt["x"]: pt["value"] for s in p["series"] if s["id"] == "ggml:patched" for pt in s["points"]}
+    for r in p.get("patched_ratios", []):
+        ax.annotate(r["label"], (r["x"], patched[r["x"]]), textcoords="offset points", xytext=(6, -4), ha="left",
+                    va="top", fontsize=7, fontstyle="italic", color=GGML_STYLES["ggml:patched"][0],
+                    gid="patched-ratio:%d" % r["blocks"])
     xs = [BLOCK * b for b in GGML_BLOCKS]
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -620,21 +697,106 @@ def _draw_ggml(fig, desc):
     ax.grid(which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     note = "in red, above dfsel's line: llama.cpp's in-graph selector's time over dfsel's between graph computes"
+    if p.get("patched_ratios"):
+        note += ("\nin italics, under the patched line: how much faster the in-graph selector runs with dfsel's "
+                 "top-K in ggml-cuda's TOP_K than as it is")
     if p.get("peer"):
         note = "peer: %s\n%s" % (p["peer"], note)
     ax.text(0.99, 0.02, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5, color="#777777")
 
 
+GGML_TOPK_COLORS = {"ggml-topk:unpatched": "#ff7f0e", "ggml-topk:patched": "#8c564b"}
+GGML_TOPK_SHADE = "#e3f1e3"  # behind the cases the patched build sends to dfsel's top-K
+GGML_TOPK_SLOT_IN = 0.72  # inches a case takes, so that no label runs into the next
+
+
+def _ggml_topk_rows(desc):
+    """The drawn cases in rows of the picture, one a column count, in the panel's order."""
+    rows = []
+    for c in desc["panels"][0]["cases"]:
+        if not rows or rows[-1][0]["cols"] != c["cols"]:
+            rows.append([])
+        rows[-1].append(c)
+    return rows
+
+
+def _draw_ggml_topk(fig, desc):
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    p = desc["panels"][0]
+    rows = _ggml_topk_rows(desc)
+    if not rows:
+        ax = fig.add_subplot(1, 1, 1)
+        ax.set_axis_off()
+        ax.set_title(p["title"], fontsize=10)
+        text = "no GgmlTopK row recorded for this GPU\n(bench/ggml/topk_perf_table.py --json writes them from the " \
+               "logs of scripts/ggml-topk-gpu-check.sh's perf stage)"
+        if p["left_out"]:
+            text = "no case of %d columns or more recorded for this GPU\n%s" % (p["min_cols"], "\n".join(p["notes"]))
+        ax.text(0.5, 0.5, text, ha="center", va="center", color="#777777")
+        return
+    series = [s for s in p["series"] if s["points"]]
+    at = {key: i for i, key in enumerate(p["categories"])}  # a case's point in every series
+    values = [pt["value"] for s in series for pt in s["points"]]
+    # as many slots as the figure's width holds, so that a bar is as wide however few the cases
+    slots = max([len(r) for r in rows] + [int((fig.get_size_inches()[0] - 2.0) / GGML_TOPK_SLOT_IN)])
+    width = 0.8 / len(series)
+    axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
+    for n, (ax, cases) in enumerate(zip(axes, rows)):
+        for j, c in enumerate(cases):
+            if c["path"] == "dfsel":
+                ax.axvspan(j - 0.5, j + 0.5, color=GGML_TOPK_SHADE, zorder=0, lw=0)
+        for si, s in enumerate(series):
+            idx = [at[c["key"]] for c in cases]
+            vals = [s["points"][i]["value"] for i in idx]
+            bars = ax.bar([j + (si - (len(series) - 1) / 2) * width for j in range(len(cases))], vals, width,
+                          label=s["label"], color=GGML_TOPK_COLORS.get(s["id"]), edgecolor="white", zorder=2)
+            for i, b, v in zip(idx, bars.patches, vals):
+                b.set_gid("series:%s:%d" % (s["id"], i))
+                ax.text(b.get_x() + b.get_width() / 2, v * 1.08, _fmt(v), ha="center", va="bottom", fontsize=6.5,
+                        rotation=90, zorder=3)
+        by = {s["id"]: s["points"] for s in series}
+        labels = []
+        for c in cases:
+            lab = c["key"]
+            old, new = (by.get("ggml-topk:" + b) for b in ("unpatched", "patched"))
+            if old and new:
+                lab += "\n%s" % _ratio_label(old[at[c["key"]]]["value"] / new[at[c["key"]]]["value"])
+            labels.append(lab)
+        ax.set_xticks(range(len(cases)))
+        ax.set_xticklabels(labels, fontsize=7.5)
+        ax.set_xlim(-0.5, slots - 0.5)
+        ax.set_yscale("log")
+        ax.set_ylim(min(values) / 2, max(values) * 8)  # room for the values and the legend above the bars
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("us a run (log scale)")
+        ax.set_title(("%s: " % p["title"] if n == 0 else "") + "rows of %d columns" % cases[0]["cols"], fontsize=10)
+        ax.grid(axis="y", which="major", alpha=0.3, zorder=1)
+    axes[-1].set_xlabel("columns x rows, k; under each, the time as it is over the time with dfsel's top-K")
+    handles, names = axes[0].get_legend_handles_labels()
+    handles.append(Patch(facecolor=GGML_TOPK_SHADE, label="k <= %d: the patched build runs dfsel's top-K" % (
+        GGML_TOPK_DFSEL_MAX_K)))
+    axes[0].legend(handles=handles, fontsize=8, loc="upper left", ncol=len(handles))
+    if p["notes"]:
+        axes[-1].text(0.99, 0.97, "\n".join(p["notes"]), transform=axes[-1].transAxes, ha="right", va="top",
+                      fontsize=7.5, color="#777777")
+
+
 def _body_height(desc):
     if desc["figure"] == "step-timeline":
         return 0.9 + 3.1 * max(1, len(_timeline_rows(desc)))
-    if desc["figure"] == "ggml-cuda" and not any(s["points"] for p in desc["panels"] for s in p["series"]):
+    if desc["figure"] in ("ggml-cuda", "ggml-topk") and not any(s["points"] for p in desc["panels"]
+                                                               for s in p["series"]):
         return 3.0  # only the words that nothing is recorded
+    if desc["figure"] == "ggml-topk":
+        return 0.9 + 3.2 * len(_ggml_topk_rows(desc))
     return 6.6
 
 
 DRAW = {"step-timeline": (_draw_timeline, 13), "topk-floor": (_draw_topk, 13), "step-scaling": (_draw_scaling, 14),
-        "ggml-cuda": (_draw_ggml, 13)}
+        "ggml-cuda": (_draw_ggml, 13), "ggml-topk": (_draw_ggml_topk, 13)}
 
 
 def draw(desc):
@@ -643,6 +805,8 @@ def draw(desc):
     fn, width = DRAW[desc["figure"]]
     if desc["figure"] == "topk-floor":  # about an inch a shape, so that no label runs into the next
         width = max(width, 2.5 + 1.0 * len(desc["panels"][0]["categories"]))
+    if desc["figure"] == "ggml-topk":  # one row of the picture a column count, its cases side by side
+        width = max([width] + [2.0 + GGML_TOPK_SLOT_IN * len(r) for r in _ggml_topk_rows(desc)])
     lines = _footer_lines(desc)
     body, foot = _body_height(desc), 0.25 + LINE_IN * len(lines)
     height = body + foot

@@ -8,12 +8,17 @@ kernel of a step against time, 1 and 16 blocks, one rank and two simulated ranks
 (every ShardTopK shape beside its ReadFloor, and torch.topk where recorded: the TorchTopK rows of
 bench/python/bench_topk.py --json), step-scaling.png (SelectorStep and DSparkStep by blocks
 against their floors and the PyTorch baselines: bench/python/bench_step.py --json at each of its
-rows' blocks, bench/python/bench_dspark.py --json) and ggml-cuda.png (llama.cpp's in-graph DFlash2
+rows' blocks, bench/python/bench_dspark.py --json), ggml-cuda.png (llama.cpp's in-graph DFlash2
 selector on ggml-cuda against dfsel on the same ggml-cuda tensors, by blocks: the InGraphSelector
 and DfselGgml rows of dfsel_ggml_bench, their median_us counters, with llama.cpp's time over
-dfsel's between graph computes at each block count; with no such row for a GPU, the picture says
-so and lists them as missing). Each PNG has a JSON beside it with every plotted value and the
-file, row and field it came from.
+dfsel's between graph computes at each block count, and the in-graph selector on ggml-cuda
+patched with dfsel's top-K where recorded: the InGraphSelector/ggml:dfsel-topk rows that
+scripts/ggml-topk-gpu-check.sh's bench stage writes, with its speed-up over the unpatched one) and
+ggml-topk.png (ggml-cuda's TOP_K as it is and patched, case by case, from the GgmlTopK rows of
+bench/ggml/topk_perf_table.py --json: the cases of 100000 columns or more that both builds ran,
+the k <= 64 ones marked as dfsel's path). With no such row for a GPU, a picture says so and lists
+them as missing. Each PNG has a JSON beside it with every plotted value and the file, row and
+field it came from.
 Every value is read from the newest result file of that GPU that holds it (bench/plot/results.py
 says how files are dated); a later run's JSON under bench/results/ or bench/python/results/
 needs nothing but this command to be drawn.

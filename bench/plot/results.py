@@ -3,8 +3,9 @@ bench/python/results/, each row taken from the newest file of its GPU that holds
 
 Kinds of file, told apart by their content, not their names:
   gbench       Google Benchmark output of dfsel_bench or dfsel_ggml_bench, or of
-               bench/python/bench_topk.py --json (TorchTopK rows in the same layout): "benchmarks";
-               the GPU in context.gpu
+               bench/python/bench_topk.py --json (TorchTopK rows in the same layout) or
+               bench/ggml/topk_perf_table.py --json (GgmlTopK rows): "benchmarks"; the GPU in
+               context.gpu
   ab           scripts/ab-bench.sh output ("rows" with a_us / b_us): a run of the label_b build
   torch_step   bench/python/bench_step.py --json ("against_torch"; the GPU in "device")
   torch_dspark bench/python/bench_dspark.py --json ("rows" with torch_us and n_draft; "gpu")

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 
 import pytest
@@ -35,7 +36,7 @@ import bench_topk  # noqa: E402
 import figures  # noqa: E402
 import make_figures  # noqa: E402
 
-EXPECTED = ("step-timeline", "topk-floor", "step-scaling", "ggml-cuda")
+EXPECTED = ("step-timeline", "topk-floor", "step-scaling", "ggml-cuda", "ggml-topk")
 UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -397,8 +398,10 @@ def test_a_file_timed_another_way_is_not_drawn(tmp_path):
 
 
 GGML_PEER = {1: 710.0, 4: 900.0, 16: 1600.0, 64: 4800.0}  # InGraphSelector's median_us by blocks
+GGML_PATCHED = {1: 142.0, 4: 200.0, 16: 400.0, 64: 1600.0}  # InGraphSelector/ggml:dfsel-topk's
 GGML_EAGER = {1: 10.0, 4: 15.0, 16: 40.0, 64: 120.0}  # DfselGgml/eager's
-GGML_ROWS = {"InGraphSelector": GGML_PEER, "DfselGgml/eager": GGML_EAGER,
+GGML_ROWS = {"InGraphSelector": GGML_PEER, "InGraphSelector/ggml:dfsel-topk": GGML_PATCHED,
+             "DfselGgml/eager": GGML_EAGER,
              "DfselGgml/graph": {b: v - 2.0 for b, v in GGML_EAGER.items()},
              "DfselGgml/replayed": {b: v - 5.0 for b, v in GGML_EAGER.items()}}
 GGML_PEER_TEXT = "llama.cpp's in-graph selector (build_dflash2_selector ops) on ggml-cuda"
@@ -413,13 +416,22 @@ def ggml_row(name, blocks, median_us):
             "cpu_time": median_us + 4.0, "time_unit": "us", "median_us": median_us, "tokens": 16.0 * blocks}
 
 
+GGML_FAMILIES = ("InGraphSelector", "DfselGgml", "DfselParts", "DfselTimeline", "GgmlTopK")
+
+
 def copy_results_without_ggml(tmp_path):
-    """A copy of the results without the recorded dfsel_ggml_bench files, so that a test's own
-    file is the only one the ggml-cuda picture reads."""
+    """A copy of the results without the recorded dfsel_ggml_bench and ggml TOP_K files (any file
+    with a row of those families), so that a test's own files are the only ones the ggml-cuda and
+    ggml-topk pictures read."""
     copy_results(tmp_path)
     folder = tmp_path / "bench" / "results"
     for name in os.listdir(str(folder)):
-        if name.endswith("-ggml-cuda.json"):
+        if not name.endswith(".json"):
+            continue
+        with open(str(folder / name)) as f:
+            data = json.load(f)
+        if isinstance(data, dict) and any(b.get("name", "").split("/")[0] in GGML_FAMILIES
+                                          for b in data.get("benchmarks", [])):
             os.remove(str(folder / name))
 
 
@@ -452,10 +464,11 @@ def ggml_series(desc):
     return {s["id"]: s for s in desc["panels"][0]["series"]}
 
 
-def drawn_ratios(fig):
-    """gid -> (text, where it points) of the drawn ratios."""
+def drawn_ratios(fig, prefix="ratio:"):
+    """gid -> (text, where it points) of the drawn ratios (patched-ratio:: the patched series'
+    over the peer's)."""
     return {a.get_gid(): (a.get_text(), tuple(a.xy))
-            for a in fig.findobj(lambda a: (a.get_gid() or "").startswith("ratio:"))}
+            for a in fig.findobj(lambda a: (a.get_gid() or "").startswith(prefix))}
 
 
 def test_ggml_cuda_is_drawn_from_the_median_counter(tmp_path):
@@ -466,7 +479,7 @@ def test_ggml_cuda_is_drawn_from_the_median_counter(tmp_path):
     rel, command = write_ggml_file(tmp_path, GGML_ROWS)
     d = ggml_figure(tmp_path)
     series = ggml_series(d)
-    assert list(series) == ["ggml:peer", "ggml:eager", "ggml:graph", "ggml:replayed"]
+    assert list(series) == ["ggml:peer", "ggml:patched", "ggml:eager", "ggml:graph", "ggml:replayed"]
     for sid, name in zip(series, GGML_ROWS):
         s = series[sid]
         assert s["style"] == "line" and s["row"] == name
@@ -480,6 +493,10 @@ def test_ggml_cuda_is_drawn_from_the_median_counter(tmp_path):
     assert [(r["blocks"], r["x"], r["label"]) for r in panel["ratios"]] == \
         [(1, 16, "71x"), (4, 64, "60x"), (16, 256, "40x"), (64, 1024, "40x")]
     assert [r["value"] for r in panel["ratios"]] == pytest.approx([71.0, 60.0, 40.0, 40.0])
+    assert [(r["blocks"], r["x"], r["label"]) for r in panel["patched_ratios"]] == \
+        [(1, 16, "5.0x faster"), (4, 64, "4.5x faster"), (16, 256, "4.0x faster"), (64, 1024, "3.0x faster")]
+    assert all(r["of"] == ["ggml:peer", "ggml:patched"] for r in panel["patched_ratios"])
+    assert [r["value"] for r in panel["patched_ratios"]] == pytest.approx([5.0, 4.5, 4.0, 3.0])
     assert panel["peer"] == GGML_PEER_TEXT
     assert d["missing"] == [] and panel["notes"] == []
     assert d["sources"] == [{"file": rel, "date": "2026-12-09 10:00 UTC", "command": command}]
@@ -491,6 +508,9 @@ def test_ggml_cuda_is_drawn_from_the_median_counter(tmp_path):
         assert drawn["series:" + sid] == ([16, 64, 256, 1024], [pt["value"] for pt in s["points"]])
     assert drawn_ratios(fig) == {"ratio:%d" % b: (lab, (16 * b, GGML_EAGER[b]))
                                  for b, lab in ((1, "71x"), (4, "60x"), (16, "40x"), (64, "40x"))}
+    assert drawn_ratios(fig, "patched-ratio:") == {
+        "patched-ratio:%d" % b: (lab, (16 * b, GGML_PATCHED[b]))
+        for b, lab in ((1, "5.0x faster"), (4, "4.5x faster"), (16, "4.0x faster"), (64, "3.0x faster"))}
     ax = fig.axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert fig.texts[0].get_text().endswith("(NVIDIA H200)")
@@ -521,7 +541,10 @@ def test_ggml_cuda_rows_missing_in_part(tmp_path):
     assert [(r["blocks"], r["label"]) for r in d["panels"][0]["ratios"]] == [(1, "71x"), (4, "27x"), (16, "40x")]
     assert d["panels"][0]["ratios"][1]["value"] == pytest.approx(900.0 / 33.0)
     assert d["missing"] == ["InGraphSelector at 64 blocks (the newest rows measure 1, 4, 16)",
+                            "InGraphSelector/ggml:dfsel-topk (no InGraphSelector/ggml:dfsel-topk/blocks:N row in any "
+                            "result JSON)",
                             "DfselGgml/graph (no DfselGgml/graph/blocks:N row in any result JSON)"]
+    assert series["ggml:patched"]["points"] == [] and d["panels"][0]["patched_ratios"] == []
     fig = figures.draw(d)
     assert "series:ggml:graph" not in drawn_values(fig)
     assert sorted(drawn_ratios(fig)) == ["ratio:1", "ratio:16", "ratio:4"]
@@ -551,16 +574,17 @@ def test_ggml_cuda_without_rows_says_so(tmp_path, descs):
     figs = {x["figure"]: x for x in make_figures.describe(str(tmp_path))["NVIDIA H200"]}
     d = figs["ggml-cuda"]
     assert all(s["points"] == [] for s in d["panels"][0]["series"])
-    assert d["panels"][0]["ratios"] == [] and d["panels"][0]["peer"] is None and d["sources"] == []
+    assert d["panels"][0]["ratios"] == d["panels"][0]["patched_ratios"] == [] and d["panels"][0]["peer"] is None
+    assert d["sources"] == []
     want = "InGraphSelector and DfselGgml rows (dfsel_ggml_bench): no such row in any result JSON for this GPU"
     assert d["missing"] == [want]
     assert d["panels"][0]["notes"] == ["not recorded: InGraphSelector and DfselGgml rows (dfsel_ggml_bench)"]
     committed = {x["figure"]: x for x in descs["NVIDIA H200"]}
     for name in EXPECTED:
-        if name != "ggml-cuda":
+        if name not in ("ggml-cuda", "ggml-topk"):
             assert figs[name] == committed[name], name
     fig = figures.draw(d)
-    assert drawn_values(fig) == {} and drawn_ratios(fig) == {}
+    assert drawn_values(fig) == {} and drawn_ratios(fig) == {} and drawn_ratios(fig, "patched-ratio:") == {}
     assert any("no InGraphSelector or DfselGgml row recorded" in t.get_text() for a in fig.axes for t in a.texts)
     assert any(want in t.get_text() for t in fig.texts)
     assert make_figures.main(["--root", str(tmp_path), "--out", str(tmp_path / "figs")]) == 0
@@ -578,3 +602,203 @@ def test_ggml_cuda_command_from_the_readme(tmp_path):
                 "`dfsel_ggml_bench` of this commit; command\n\n`%s`\n" % (os.path.basename(rel), command))
     d = ggml_figure(tmp_path)
     assert d["sources"] == [{"file": rel, "date": "2026-12-09 10:00 UTC", "command": command}]
+
+
+def test_ggml_cuda_patched_series_is_read_from_the_labelled_rows(tmp_path):
+    """dfsel_ggml_bench run on the patched ggml-cuda (DFSEL_GGML_LABEL=dfsel-topk) writes only
+    InGraphSelector/ggml:dfsel-topk/blocks:N rows, in a file of its own, newer than the run on
+    ggml-cuda as it is and at 1 and 16 blocks only: they are the patched series and never the
+    peer's, whose points stay the unlabelled rows of the older file; the patched series' speed-up
+    over the peer is worked out where both are, and the blocks it lacks are listed."""
+    copy_results_without_ggml(tmp_path)
+    old, _ = write_ggml_file(tmp_path, {n: v for n, v in GGML_ROWS.items() if n != "InGraphSelector/ggml:dfsel-topk"})
+    patched = {1: 142.0, 16: 400.0}
+    new, command = write_ggml_file(tmp_path, {"InGraphSelector/ggml:dfsel-topk": patched},
+                                   date="2026-12-10T10:00:00+00:00", name="h200-2026-12-10-ggml-topk-patched.json")
+    d = ggml_figure(tmp_path)
+    series = ggml_series(d)
+    peer, mine = series["ggml:peer"], series["ggml:patched"]
+    assert peer["row"] == "InGraphSelector" and mine["row"] == "InGraphSelector/ggml:dfsel-topk"
+    assert mine["style"] == "line" and mine["label"].startswith("llama.cpp's in-graph selector, ggml-cuda's TOP_K")
+    assert [(pt["blocks"], pt["x"], pt["value"]) for pt in mine["points"]] == [(1, 16, 142.0), (16, 256, 400.0)]
+    for pt in mine["points"]:
+        row = "InGraphSelector/ggml:dfsel-topk/blocks:%d/manual_time" % pt["blocks"]
+        assert pt["from"] == {"file": new, "row": row, "field": "median_us", "kind": "gbench"}
+        assert raw_value(pt["from"], str(tmp_path)) == pt["value"]
+    assert [(pt["blocks"], pt["value"]) for pt in peer["points"]] == sorted(GGML_PEER.items())
+    assert {pt["from"]["file"] for pt in peer["points"]} == {old}
+    assert {pt["from"]["row"] for pt in peer["points"]} == \
+        {"InGraphSelector/blocks:%d/manual_time" % b for b in GGML_PEER}
+    panel = d["panels"][0]
+    assert [(r["blocks"], r["label"]) for r in panel["ratios"]] == [(1, "71x"), (4, "60x"), (16, "40x"), (64, "40x")]
+    assert [(r["blocks"], r["x"], r["label"]) for r in panel["patched_ratios"]] == \
+        [(1, 16, "5.0x faster"), (16, 256, "4.0x faster")]
+    assert d["missing"] == ["InGraphSelector/ggml:dfsel-topk at 4, 64 blocks (the newest rows measure 1, 16)"]
+    assert [s["file"] for s in d["sources"]] == [new, old] and d["sources"][0]["command"] == command
+
+    fig = figures.draw(d)
+    drawn = drawn_values(fig)
+    assert drawn["series:ggml:patched"] == ([16, 256], [142.0, 400.0])
+    assert drawn["series:ggml:peer"] == ([16, 64, 256, 1024], [GGML_PEER[b] for b in (1, 4, 16, 64)])
+    assert drawn_ratios(fig, "patched-ratio:") == {"patched-ratio:1": ("5.0x faster", (16, 142.0)),
+                                                   "patched-ratio:16": ("4.0x faster", (256, 400.0))}
+    assert sorted(drawn_ratios(fig)) == ["ratio:1", "ratio:16", "ratio:4", "ratio:64"]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend[:2] == [peer["label"], mine["label"]]
+
+
+def test_ggml_cuda_labelled_rows_alone_are_no_peer(tmp_path):
+    """A file with the patched ggml-cuda's rows and dfsel's, but no unlabelled InGraphSelector
+    row: the peer has no point (a labelled row is not the peer's), no ratio is worked out, and
+    llama.cpp's rows on ggml-cuda as it is are listed as missing. A row whose label is another
+    one's (ggml:other) is in neither series."""
+    copy_results_without_ggml(tmp_path)
+    write_ggml_file(tmp_path, {"InGraphSelector/ggml:dfsel-topk": GGML_PATCHED, "InGraphSelector/ggml:other": GGML_PEER,
+                               "DfselGgml/eager": GGML_EAGER})
+    d = ggml_figure(tmp_path)
+    series = ggml_series(d)
+    assert series["ggml:peer"]["points"] == []
+    assert [pt["value"] for pt in series["ggml:patched"]["points"]] == [GGML_PATCHED[b] for b in (1, 4, 16, 64)]
+    assert all("ggml:other" not in pt["from"]["row"] for s in series.values() for pt in s["points"])
+    assert d["panels"][0]["ratios"] == d["panels"][0]["patched_ratios"] == []
+    assert "InGraphSelector (no InGraphSelector/blocks:N row in any result JSON)" in d["missing"]
+    assert drawn_ratios(figures.draw(d), "patched-ratio:") == {}
+
+
+TOPK_CASES = {  # (cols, rows, k): (us a run as it is, with dfsel's top-K): test-backend-ops perf's cases, in part
+    (248320, 16, 16): (310.0, 21.5), (248320, 1, 64): (95.0, 9.25), (2, 1, 1): (4.5, 4.75),
+    (151936, 256, 8): (2900.0, 160.0), (200000, 16, 400): (260.0, 262.0), (1000, 16, 10): (12.0, 6.0),
+    (65000, 1, 40): (40.0, 8.5), (248320, 16, 1): (305.0, 18.0), (151936, 1, 40): (60.0, 7.5),
+}
+
+
+def perf_log(path, times):
+    """A test-backend-ops perf log of TOP_K's cases, as it prints them."""
+    with open(str(path), "w") as f:
+        f.write("Backend 1/2: CUDA0\n  Device description: NVIDIA H200\n")
+        for (cols, rows, k), us in times.items():
+            f.write("  TOP_K(type=f32,ne=[%d,%d,1,1],k=%d,ties=0):   %8d runs - %8.2f us/run -    %d kB/run -  "
+                    "1.00 GB/s\n" % (cols, rows, k, 4096, us, cols * rows * 4 // 1024))
+        f.write("  Backend CUDA0: OK\n")
+
+
+def write_topk_file(tmp_path, cases, date="2026-12-09T12:00:00+00:00", name="h200-2026-12-09-ggml-topk-perf.json",
+                    gpu="NVIDIA H200, 570.86.15", drop=()):
+    """bench/ggml/topk_perf_table.py's JSON of two perf logs (cases: {(cols, rows, k): (unpatched,
+    patched)}), made by the script itself, its date set; drop: row names taken out after."""
+    logs = {}
+    for i, build in enumerate(("unpatched", "patched")):
+        logs[build] = tmp_path / ("%s-%s.log" % (name, build))
+        perf_log(logs[build], {c: us[i] for c, us in cases.items()})
+    out = tmp_path / "bench/results" / name
+    command = "scripts/ggml-topk-gpu-check.sh --stages test,perf,bench"
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench/ggml/topk_perf_table.py"), str(logs["unpatched"]),
+                    str(logs["patched"]), "--gpu", gpu, "--command", command, "--json", str(out)], check=True,
+                   capture_output=True)
+    data = json.loads(out.read_text())
+    data["context"]["date"] = date
+    data["benchmarks"] = [b for b in data["benchmarks"] if b["name"] not in drop]
+    out.write_text(json.dumps(data))
+    return "bench/results/" + name, command
+
+
+def topk_name(build, cols, rows, k):
+    return "GgmlTopK/ggml_cuda:%s/cols:%d/rows:%d/k:%d" % (build, cols, rows, k)
+
+
+def topk_figure(root, gpu="NVIDIA H200"):
+    return {x["figure"]: x for x in make_figures.describe(str(root))[gpu]}["ggml-topk"]
+
+
+def test_ggml_topk_bars_are_the_json_values(tmp_path):
+    """A topk_perf_table.py file dropped into a copy of the results: a bar a build for every case
+    of 100000 columns or more whose rows both builds have, ordered by columns, rows and k, each the
+    row's real_time in us with its file, row and field; the k <= 64 cases marked as dfsel's path;
+    the narrower cases counted and left out; a case one build lacks is listed as missing."""
+    copy_results_without_ggml(tmp_path)
+    lacking = topk_name("patched", 248320, 16, 1)
+    rel, command = write_topk_file(tmp_path, TOPK_CASES, drop=(lacking,))
+    d = topk_figure(tmp_path)
+    p = d["panels"][0]
+    drawn_cases = [(151936, 1, 40), (151936, 256, 8), (200000, 16, 400), (248320, 1, 64), (248320, 16, 16)]
+    assert p["categories"] == ["%dx%d\nk %d" % c for c in drawn_cases]
+    assert [(c["cols"], c["rows"], c["k"], c["path"]) for c in p["cases"]] == \
+        [c + ("ggml-cuda" if c[2] > 64 else "dfsel",) for c in drawn_cases]
+    assert [s["id"] for s in p["series"]] == ["ggml-topk:unpatched", "ggml-topk:patched"]
+    for i, s in enumerate(p["series"]):
+        build = s["id"].split(":")[1]
+        assert s["style"] == "bar"
+        assert [(pt["key"], pt["value"]) for pt in s["points"]] == \
+            [(key, TOPK_CASES[c][i]) for key, c in zip(p["categories"], drawn_cases)]
+        for pt, c in zip(s["points"], drawn_cases):
+            assert pt["from"] == {"file": rel, "row": topk_name(build, *c), "field": "real_time", "kind": "gbench"}
+            assert raw_value(pt["from"], str(tmp_path)) == pt["value"]
+    assert p["left_out"] == 3
+    assert p["notes"] == ["3 cases with fewer than 100000 columns not drawn (every case: the table of ggml-cuda's "
+                          "TOP_K in bench/results/README.md, and the file below)"]
+    assert d["missing"] == [lacking + " (the unpatched row is recorded, not this one)"]
+    assert d["sources"] == [{"file": rel, "date": "2026-12-09 12:00 UTC", "command": command}]
+
+    fig = figures.draw(d)
+    drawn = drawn_values(fig)
+    for s in p["series"]:
+        assert [drawn["series:%s:%d" % (s["id"], i)][2] for i in range(len(s["points"]))] == \
+            pytest.approx([pt["value"] for pt in s["points"]])
+    assert len(drawn) == 2 * len(drawn_cases)
+    assert len(fig.axes) == 3  # a row of the picture a column count
+    assert all(ax.get_yscale() == "log" for ax in fig.axes)
+    ticks = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels()]
+    assert ticks[0] == "151936x1\nk 40\n8.0x" and ticks[2] == "200000x16\nk 400\n1.0x"
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert all(figures._fmt(v) in texts for v in (310.0, 21.5, 2900.0, 160.0, 9.25))  # each bar's value
+    assert any(p["notes"][0] in t for t in texts)
+    assert any(command in t.get_text() for t in fig.texts)
+
+    assert make_figures.main(["--root", str(tmp_path), "--out", str(tmp_path / "figs")]) == 0
+    assert (tmp_path / "figs" / "h200" / "ggml-topk.png").stat().st_size > 10_000
+    assert json.loads((tmp_path / "figs" / "h200" / "ggml-topk.json").read_text()) == json.loads(json.dumps(d))
+
+
+def test_ggml_topk_takes_each_row_from_the_newest_file(tmp_path):
+    """A later file with two of the cases: those bars come from it, the others from the earlier
+    file, and the footer names both, the newest first."""
+    copy_results_without_ggml(tmp_path)
+    old, _ = write_topk_file(tmp_path, TOPK_CASES)
+    later = {(248320, 16, 16): (300.0, 17.25), (151936, 256, 8): (2800.0, 150.0)}
+    new, _ = write_topk_file(tmp_path, later, date="2026-12-10T12:00:00+00:00",
+                             name="h200-2026-12-10-ggml-topk-perf.json")
+    d = topk_figure(tmp_path)
+    p = d["panels"][0]
+    assert len(p["categories"]) == 6
+    for i, s in enumerate(p["series"]):
+        for pt, c in zip(s["points"], p["cases"]):
+            case = (c["cols"], c["rows"], c["k"])
+            assert pt["value"] == (later if case in later else TOPK_CASES)[case][i]
+            assert pt["from"]["file"] == (new if case in later else old)
+            assert raw_value(pt["from"], str(tmp_path)) == pt["value"]
+    assert [s["file"] for s in d["sources"]] == [new, old]
+    assert d["missing"] == []
+
+
+def test_ggml_topk_without_rows_says_so(tmp_path):
+    """No GgmlTopK row for the H200, but an H100's file with them: the H200's picture has no bar,
+    reads no file and says what is missing, while the H100's draws its rows; the command succeeds."""
+    copy_results_without_ggml(tmp_path)
+    rel, _ = write_topk_file(tmp_path, TOPK_CASES, name="h100-2026-12-09-ggml-topk-perf.json",
+                             gpu="NVIDIA H100 80GB HBM3, 570.86.15")
+    d = topk_figure(tmp_path)
+    assert all(s["points"] == [] for s in d["panels"][0]["series"]) and d["sources"] == []
+    want = ("GgmlTopK rows (bench/ggml/topk_perf_table.py --json, scripts/ggml-topk-gpu-check.sh's perf stage): "
+            "no such row in any result JSON for this GPU")
+    assert d["missing"] == [want]
+    assert d["panels"][0]["notes"] == ["not recorded: " + want.split(": no such row")[0]]
+    fig = figures.draw(d)
+    assert drawn_values(fig) == {}
+    assert any("no GgmlTopK row recorded for this GPU" in t.get_text() for a in fig.axes for t in a.texts)
+    assert any(want in t.get_text() for t in fig.texts)
+    h100 = topk_figure(tmp_path, "NVIDIA H100 80GB HBM3")
+    assert len(h100["panels"][0]["categories"]) == 6 and h100["missing"] == []
+    assert {pt["from"]["file"] for s in h100["panels"][0]["series"] for pt in s["points"]} == {rel}
+    assert make_figures.main(["--root", str(tmp_path), "--out", str(tmp_path / "figs")]) == 0
+    assert json.loads((tmp_path / "figs" / "h200" / "ggml-topk.json").read_text())["missing"] == [want]
+    assert (tmp_path / "figs" / "h100-80gb-hbm3" / "ggml-topk.png").stat().st_size > 10_000
