@@ -3,8 +3,8 @@
 # copied alone into an empty folder and compiled there, as another engine vendors them, under a
 # namespace of the vendor's (DFSEL_TOPK_NAMESPACE):
 #   - a translation unit that instantiates the kernel for float, __half and __nv_bfloat16 through
-#     both writers and a writer of its own, with nvcc for sm_90 and for sm_80 (the PDL
-#     instructions are sm_90's and compiled out below it), under ggml-cuda's own flags
+#     both writers and a writer of its own, with nvcc for sm_90, and for float alone for sm_80 (the
+#     PDL instructions are sm_90's and compiled out below it), under ggml-cuda's own flags
 #     (--use_fast_math -extended-lambda, every warning an error);
 #   - topk_order.cuh in a plain C++ translation unit (g++, no CUDA), since host code shares it.
 # Any include of a file outside the folder fails the compile. Exits non-zero on any failure; skips
@@ -61,8 +61,10 @@ cudaError_t all_writers(const tk::Problem& p, const void* rows, void* out, const
 
 cudaError_t every_instance(const tk::Problem& p, const void* rows, void* out, const tk::Options& o, cudaStream_t s) {
   cudaError_t e = all_writers<float>(p, rows, out, o, s);
+#ifndef FLOAT_ONLY  // the sm_80 pass checks that the sm_90-only code compiles out: one type does
   if (e == cudaSuccess) e = all_writers<__half>(p, rows, out, o, s);
   if (e == cudaSuccess) e = all_writers<__nv_bfloat16>(p, rows, out, o, s);
+#endif
   return e;
 }
 
@@ -71,7 +73,9 @@ size_t sizes(const tk::Problem& p, const tk::Options& o) {
 }
 EOF
 for arch in 90 80; do
-  nvcc -std=c++17 -arch=sm_$arch --use_fast_math -extended-lambda -Werror all-warnings -I"$work" \
+  only=()
+  [ $arch = 80 ] && only=(-DFLOAT_ONLY)
+  nvcc -std=c++17 -arch=sm_$arch --use_fast_math -extended-lambda -Werror all-warnings "${only[@]}" -I"$work" \
     -c "$work/instances.cu" -o "$work/instances_$arch.o"
   echo "check-topk-alone: the device layer compiles alone for sm_$arch ($n files, nothing else of dfsel)"
 done
