@@ -2,7 +2,8 @@
 # Proves that dfsel builds beside ggml in one project, as docs/ggml.md sets it up: configures
 # tests/consumers/beside_ggml (ggml's source tree, then dfsel's, each with add_subdirectory;
 # ggml turns BUILD_SHARED_LIBS on) with Ninja, builds only its two consumers (ggml's CPU
-# backend, dfsel's libraries, dfsel::ggml) and runs them. Non-zero on failure.
+# backend, dfsel's libraries, dfsel::ggml) and runs them, then checks the names the libraries
+# define (scripts/check-symbols.sh). Non-zero on failure.
 #   scripts/check-beside-ggml.sh GGML_SOURCE_DIR
 set -euo pipefail
 if [ $# -ne 1 ]; then
@@ -33,4 +34,7 @@ fi
 cmake --build "$work/build" -j"$(nproc)" --target consumer consumer_shared
 "$work/build/consumer"
 "$work/build/consumer_shared"
+# The archives built with ggml, dfsel::ggml's included, claim no name that is not dfsel's.
+bash "$root/scripts/check-symbols.sh" "$work/build/dfsel/host/libdfsel.a" "$work/build/dfsel/host/ggml/libdfsel_ggml.a" \
+  "$work/build/dfsel/host/libdfsel.so"
 echo "check-beside-ggml: dfsel::ggml beside ggml and libdfsel.so built and ran"
