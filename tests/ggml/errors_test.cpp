@@ -226,5 +226,32 @@ TEST_F(GgmlOpSelect, AFailureInsideTheNodeIsKeptAndItsRowsAreNaN) {
   }
 }
 
+// With more than one graph thread, each thread's plan sees its own slice of the anchors; the
+// refusal names the index the engine wrote, not the index inside the slice.
+TEST(GgmlOp, AnAnchorOutOfRangeIsNamedByItsIndexInTheTensor) {
+  SmallOp s;
+  constexpr int blocks = 4;
+  dfsel_plan_desc d = s.desc();
+  d.config.max_blocks = blocks;
+  d.n_threads = 2;
+  char msg[512] = "";
+  ASSERT_EQ(DFSEL_SUCCESS, dfsel_ggml_op_create(&d, &s.op, msg, sizeof msg)) << msg;
+  const int64_t T = (int64_t)blocks * SmallOp::block;
+  ggml_tensor* z = s.input(GGML_TYPE_F32, SmallOp::V, T, "logits");
+  ggml_tensor* h = s.input(GGML_TYPE_F32, SmallOp::E, T, "hidden");
+  ggml_tensor* a = s.anchors(blocks, 3);
+  static_cast<int32_t*>(a->data)[3] = -5;  // thread 1's second block
+  ggml_tensor* out = nullptr;
+  ASSERT_EQ(DFSEL_SUCCESS, dfsel_ggml_select(s.ctx.get(), s.op, z, h, a, &out)) << dfsel_ggml_op_last_error(s.op);
+  ggml_cgraph* gf = ggml_new_graph(s.ctx.get());
+  ggml_build_forward_expand(gf, out);
+  ASSERT_EQ(GGML_STATUS_SUCCESS, ggml_graph_compute_with_ctx(s.ctx.get(), gf, 2));
+  EXPECT_EQ(DFSEL_INVALID_ARGUMENT, dfsel_ggml_op_check(s.op));
+  const std::string err = dfsel_ggml_op_last_error(s.op);
+  EXPECT_NE(std::string::npos, err.find("anchors[3] = -5")) << err;
+  EXPECT_NE(std::string::npos, err.find("'anchors'")) << err;
+  EXPECT_EQ(std::string::npos, err.find("anchors[1]")) << err;
+}
+
 }  // namespace
 }  // namespace dfsel::test
