@@ -121,7 +121,8 @@ Status check_input(const ggml_tensor* t, const char* role, int64_t width, const 
     return fail(DFSEL_INVALID_ARGUMENT, "%s tensor %s: ne[0] = %" PRId64 ", the plan's %s is %" PRId64, role,
                 nm.c_str(), t->ne[0], width_name, width);
   }
-  return Status::success();
+  // Where its address is known already, a misaligned view is refused now, not at compute.
+  return dfsel::ggml::check_alignment(t, dfsel::ggml::element_alignment(t));
 }
 
 Status check_select(const dfsel_ggml_op* op, const ggml_tensor* logits, const ggml_tensor* hidden,
@@ -155,7 +156,7 @@ Status check_select(const dfsel_ggml_op* op, const ggml_tensor* logits, const gg
                 an.c_str(), anchors->ne[0], anchors->ne[1], anchors->ne[2], anchors->ne[3], anchors->nb[0], n_blocks,
                 ln.c_str());
   }
-  return Status::success();
+  return dfsel::ggml::check_alignment(anchors, sizeof(int32_t));
 }
 
 // Tensor t's view restricted to token rows [r0, r0 + n).
@@ -175,6 +176,7 @@ Status run_share(dfsel_ggml_op* op, ggml_tensor* dst, int ith, int64_t b0, int64
     return fail(DFSEL_INVALID_ARGUMENT, "tensor %s has no data (not allocated)",
                 dfsel::ggml::display_name(anchors->data ? dst : anchors).c_str());
   }
+  DFSEL_TRY(dfsel::ggml::check_alignment(anchors, sizeof(int32_t)));
   // Checked here, by the index the engine wrote: the plan sees this thread's blocks alone, and
   // would name anchor b0 + i as its own anchors[i].
   const int32_t* ids = static_cast<const int32_t*>(anchors->data);
