@@ -28,6 +28,13 @@ cmake --install "$build" --prefix "$work/prefix" >"$work/install.log" || {
   exit 1
 }
 
+# The public headers are C: the exported target holds a consumer to no C++ standard.
+if grep -q "INTERFACE_COMPILE_FEATURES" "$work"/prefix/lib*/cmake/dfsel/dfselTargets.cmake; then
+  echo "check-consumers: dfsel::dfsel exports compile features to its consumers:" >&2
+  grep -n "INTERFACE_COMPILE_FEATURES" "$work"/prefix/lib*/cmake/dfsel/dfselTargets.cmake >&2
+  exit 1
+fi
+
 echo "check-consumers: find_package(dfsel) from a C program"
 cmake -S "$root/tests/consumers/find_package" -B "$work/find_package" "${gen[@]}" -DDFSEL_VERSION_WANTED="$wanted" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/fp.log" || {
