@@ -28,6 +28,12 @@ cmake --install "$build" --prefix "$work/prefix" >"$work/install.log" || {
   exit 1
 }
 
+# An install without dfsel::ggml has no header declaring its functions.
+if ! compgen -G "$work/prefix/lib*/cmake/dfsel/dfselGgmlTargets.cmake" >/dev/null &&
+  [ -e "$work/prefix/include/dfsel/ggml.h" ]; then
+  echo "check-consumers: the install has include/dfsel/ggml.h but no dfsel::ggml" >&2
+  exit 1
+fi
 # The public headers are C: the exported target holds a consumer to no C++ standard.
 if grep -q "INTERFACE_COMPILE_FEATURES" "$work"/prefix/lib*/cmake/dfsel/dfselTargets.cmake; then
   echo "check-consumers: dfsel::dfsel exports compile features to its consumers:" >&2
