@@ -87,6 +87,11 @@ TEST(CpuMemory, ReadsACgroupV1Limit) {
   const HostMemory m = read_host_memory(root.file(""));
   EXPECT_EQ(size_t{8388608} * 1024, m.available);
   EXPECT_EQ(size_t{1600000000}, m.cgroup_left);
+  // A cgroup holding its whole limit leaves nothing, which is not "the system does not say".
+  put(root, "sys/fs/cgroup/memory/pod/memory.usage_in_bytes", "2100000000\n");
+  const HostMemory full = read_host_memory(root.file(""));
+  EXPECT_EQ(1u, full.cgroup_left);
+  EXPECT_EQ(DFSEL_OUT_OF_MEMORY, check_cpu_setup(allocated(4096), full).code);
 }
 
 TEST(CpuMemory, NothingToReadIsNoLimit) {

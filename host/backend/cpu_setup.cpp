@@ -107,7 +107,7 @@ HostMemory read_host_memory(const std::string& root) {
                                         "total_inactive_file"));
     }
   }
-  m.cgroup_left = left == SIZE_MAX ? 0 : left;
+  m.cgroup_left = left == SIZE_MAX ? 0 : std::max<size_t>(left, 1);  // 0 says nothing: a full cgroup leaves 1 byte
   return m;
 }
 
