@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Proves that dfsel claims no name that is not its own: every global symbol a file defines
-# (nm) is a C name starting with dfsel_, or C++ in namespace dfsel; a weak or unique one may
-# also be an instance of the C++ runtime's own templates (std::, __gnu_cxx::) or GCC's
-# DW.ref.* (both are merged with any other copy, never a clash). A C program that defines
+# (nm) is a C name starting with dfsel_, or C++ in namespace dfsel, or nvcc's host stub of a
+# kernel of namespace dfsel (__device_stub__ and the kernel's mangled dfsel:: name: a reserved
+# name, which nvcc defines at global scope for a kernel of an anonymous namespace); a weak or
+# unique one may also be an instance of the C++ runtime's own templates (std::, __gnu_cxx::) or
+# GCC's DW.ref.* (both are merged with any other copy, never a clash). A C program that defines
 # open_draft or any other plain name links against the static archive. For libdfsel.so the
 # dynamic table is read: dfsel_* alone. Non-zero, with the offending symbols, on failure.
 #   scripts/check-symbols.sh LIBDFSEL.a|OBJECT.o|LIBDFSEL.so...
@@ -17,6 +19,7 @@ fi
 special='(T[ISVTHW]|GV|Th[n0-9]+_|Tv[n0-9_]+_|Tc[hv0-9n_]+_|Z)?'
 own="^_Z${special}N[rVKRO]*5dfsel"
 runtime="^_Z${special}(N[rVKRO]*)?(St|Sa|Sb|Ss|Si|So|Sd|9__gnu_cxx)"
+stub="^_Z[0-9]+__device_stub__ZN[rVK]*5dfsel"
 bad=0
 for f in "$@"; do
   if [ ! -f "$f" ]; then
@@ -37,7 +40,7 @@ for f in "$@"; do
           continue
           ;;
       esac
-      if [[ $name == dfsel_* ]] || [[ $name =~ $own ]]; then continue; fi
+      if [[ $name == dfsel_* ]] || [[ $name =~ $own ]] || [[ $name =~ $stub ]]; then continue; fi
       if [[ $type =~ ^[WVu]$ ]] && { [[ $name =~ $runtime ]] || [[ $name == DW.ref.* ]]; }; then continue; fi
       echo "$type $name"
     done | sort -u)
