@@ -96,7 +96,8 @@ else
     else
       echo "install-deps:   it is not Debian's /usr/bin/python3, which this script provides for. Either install them" >&2
       echo "install-deps:   there ($python -m pip install ${missing[*]}), or run the tests with Debian's:" >&2
-      echo "install-deps:   /usr/bin/python3 -m pytest tests/python (as .ci/run does)" >&2
+      echo "install-deps:   /usr/bin/python3 -m pytest tests/python (as .ci/run does), or a venv of Debian's that sees" >&2
+      echo "install-deps:   its packages, which needs no package index: /usr/bin/python3 -m venv --system-site-packages .venv" >&2
     fi
   fi
 fi

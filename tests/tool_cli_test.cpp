@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "dfsel/dfsel.h"
+#include "kernels/common/numeric.cuh"
 #include "options.h"
 #include "support/gguf_writer.h"
+#include "synthetic.h"
 #include "tool_run.h"
 
 namespace {
@@ -260,6 +262,74 @@ TEST(ToolCli, ADraftsWeightTypesAreTheFilesAndWhatTheyAreReadAs) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("codebooks Q2_K (read as BF16) replicated"), std::string::npos) << r.output;
+}
+
+// A DFlash2 draft whose codebooks or W_h hold NaN or infinite values is outside the contract
+// (docs/SPEC.md 2.4) and the library does not read every value at set-up, so it ran without a
+// word while DSpark refuses a non-finite confidence weight by name: the command, which reads
+// every weight when it copies them, warns and names the tensor.
+TEST(ToolCli, ADraftWithNonFiniteWeightsIsWarnedOf) {
+  dfsel::test::DraftOptions o;  // F16 codebooks {32, 64}, W_h {32, 32}
+  dfsel::test::Draft d = dfsel::test::make_draft(o);
+  const size_t cb = (size_t)(o.n_vocab * o.rank), wh = (size_t)(o.n_embd * o.rank);
+  for (size_t i = 0; i < cb; ++i) {  // every e_prev value NaN, one e_next value +inf
+    d.bytes[d.e_prev_at + 2 * i] = 0x00;
+    d.bytes[d.e_prev_at + 2 * i + 1] = 0x7e;
+  }
+  d.bytes[d.e_next_at + 2 * 7] = 0x00;
+  d.bytes[d.e_next_at + 2 * 7 + 1] = 0x7c;
+  dfsel::test::TempDir dir;
+  const std::string path = dir.file("nan.gguf");
+  ASSERT_TRUE(dfsel::test::write_file(path, d.bytes));
+  const CliRun r = run("--backend cpu --gguf " + path + " --steps 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("dfsel: warning: " + path + ": selector_predecessor.weight: all " + std::to_string(cb) +
+                          " values are NaN or infinite"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("dfsel: warning: " + path + ": selector_successor.weight: 1 of " + std::to_string(cb) +
+                          " values is NaN or infinite"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("selector_hidden.weight:"), std::string::npos) << r.output;
+
+  // W_h all +inf, and a clean draft says nothing.
+  d = dfsel::test::make_draft(o);
+  for (size_t i = 0; i < wh; ++i) {
+    d.bytes[d.w_h_at + 2 * i] = 0x00;
+    d.bytes[d.w_h_at + 2 * i + 1] = 0x7c;
+  }
+  ASSERT_TRUE(dfsel::test::write_file(path, d.bytes));
+  const CliRun w = run("--backend cpu --gguf " + path + " --steps 1");
+  ASSERT_EQ(w.status, 0) << w.output;
+  EXPECT_NE(w.output.find("dfsel: warning: " + path + ": selector_hidden.weight: all " + std::to_string(wh) +
+                          " values are NaN or infinite"),
+            std::string::npos)
+      << w.output;
+  ASSERT_TRUE(dfsel::test::write_file(path, dfsel::test::make_draft(o).bytes));
+  const CliRun c = run("--backend cpu --gguf " + path + " --steps 1");
+  ASSERT_EQ(c.status, 0) << c.output;
+  EXPECT_EQ(c.output.find("warning"), std::string::npos) << c.output;
+}
+
+// The count behind that warning, in every type a draft's weights are read as: a value's
+// exponent of all ones (NaN of any payload, +-inf); a Q8_0 block's 32 values with its scale.
+TEST(ToolCli, NonFiniteWeightValuesAreCountedInEveryType) {
+  using dfsel::tools::count_nonfinite;
+  auto bytes = [](const void* p, size_t n) {
+    return std::vector<uint8_t>(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  const float f32[] = {1.0f, NAN, -INFINITY, 3.4e38f, -0.0f, 1e-45f, -NAN};
+  EXPECT_EQ(3, count_nonfinite(bytes(f32, sizeof f32), DFSEL_TYPE_F32));
+  const uint16_t f16[] = {0x3c00, 0x7c00, 0xfc00, 0x7e01, 0x7bff, 0x0001};  // 1, +inf, -inf, NaN, max, subnormal
+  EXPECT_EQ(3, count_nonfinite(bytes(f16, sizeof f16), DFSEL_TYPE_F16));
+  const uint16_t bf16[] = {0x3f80, 0x7f80, 0xff80, 0x7fc1, 0x7f7f, 0x0001};
+  EXPECT_EQ(3, count_nonfinite(bytes(bf16, sizeof bf16), DFSEL_TYPE_BF16));
+  dfsel::BlockQ8_0 q8[3] = {};
+  q8[0].d = 0x3c00;
+  q8[1].d = 0x7c00;  // +inf scale: all 32 values
+  q8[2].d = 0x7bff;
+  EXPECT_EQ(dfsel::kQ8Block, count_nonfinite(bytes(q8, sizeof q8), DFSEL_TYPE_Q8_0));
 }
 
 // A FIFO given as the draft is refused at once instead of blocking the command.

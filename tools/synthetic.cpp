@@ -213,7 +213,7 @@ bool Runner::setup(const Problem& problem, std::string* err, bool* bad_request) 
     return false;
   }
   try {
-    if (from_draft) copy_weights(&m.draft, &m.h, stdout);
+    if (from_draft) copy_weights(&m.draft, &m.h, stdout, stderr);
     make_host_data(p, &m.h);
   } catch (const std::bad_alloc&) {
     *err = "the inputs (about " + bytes_text(inputs) + ") could not be allocated";

@@ -40,6 +40,7 @@ void make_host_data(const Problem& p, HostData* h);
 struct OpenDraft {
   dfsel_gguf* g = nullptr;
   dfsel_tensor e_prev{}, e_next{}, w_h{};
+  std::string path;  // as messages print it (printable)
   OpenDraft() = default;
   OpenDraft(const OpenDraft&) = delete;
   OpenDraft& operator=(const OpenDraft&) = delete;
@@ -49,8 +50,13 @@ struct OpenDraft {
 // metadata to log (may be null). Nothing is copied (host_bytes counts the copy). False with err
 // set on failure.
 bool open_gguf(Problem* p, OpenDraft* d, std::FILE* log, std::string* err);
-// Copies the draft's weights into h (rows packed) and closes it; throws std::bad_alloc.
-void copy_weights(OpenDraft* d, HostData* h, std::FILE* log);
+// Copies the draft's weights into h (rows packed) and closes it; throws std::bad_alloc. A
+// weight that holds NaN or infinite values is warned of on `warn`, named with the file: the
+// library does not read every codebook value (docs/SPEC.md 2.4), so nothing else would say it.
+void copy_weights(OpenDraft* d, HostData* h, std::FILE* log, std::FILE* warn);
+// How many of the values packed in `rows` (F32, F16, BF16, or Q8_0 blocks) are NaN or infinite,
+// read from their bits: an exponent of all ones; a Q8_0 value is when its block's scale is.
+int64_t count_nonfinite(const std::vector<uint8_t>& rows, dfsel_type t);
 // The type of tensor `name` of an open draft as the file stores it: "Q4_K (read as BF16)" where
 // the reader's view (of type read_as) widened it, else read_as's name. Both modes of the command
 // report a draft's weights by it.

@@ -120,7 +120,8 @@ OpenDraft::~OpenDraft() {
 
 bool open_gguf(Problem* p, OpenDraft* d, std::FILE* log, std::string* err) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (log) std::fprintf(log, "loading %s ...\n", printable(p->gguf.c_str()).c_str());
+  d->path = printable(p->gguf.c_str());
+  if (log) std::fprintf(log, "loading %s ...\n", d->path.c_str());
   char msg[512] = "";
   if (dfsel_gguf_open(p->gguf.c_str(), -1, -1, &d->g, msg, sizeof msg) != DFSEL_SUCCESS) {
     *err = msg;
@@ -155,7 +156,49 @@ bool open_gguf(Problem* p, OpenDraft* d, std::FILE* log, std::string* err) {
   return true;
 }
 
-void copy_weights(OpenDraft* d, HostData* h, std::FILE* log) {
+int64_t count_nonfinite(const std::vector<uint8_t>& rows, dfsel_type t) {
+  int64_t n = 0;
+  const uint8_t* b = rows.data();
+  const size_t bytes = rows.size();
+  auto f16_nonfinite = [](const uint8_t* p) { return (p[1] & 0x7c) == 0x7c; };  // little endian
+  switch (t) {
+    case DFSEL_TYPE_F32:
+      for (size_t i = 0; i + 4 <= bytes; i += 4) n += (b[i + 3] & 0x7f) == 0x7f && (b[i + 2] & 0x80) == 0x80;
+      break;
+    case DFSEL_TYPE_F16:
+      for (size_t i = 0; i + 2 <= bytes; i += 2) n += f16_nonfinite(b + i);
+      break;
+    case DFSEL_TYPE_BF16:
+      for (size_t i = 0; i + 2 <= bytes; i += 2) n += (b[i + 1] & 0x7f) == 0x7f && (b[i] & 0x80) == 0x80;
+      break;
+    case DFSEL_TYPE_Q8_0:
+      for (size_t i = 0; i + sizeof(BlockQ8_0) <= bytes; i += sizeof(BlockQ8_0))
+        n += f16_nonfinite(b + i) ? kQ8Block : 0;
+      break;
+    default:
+      break;
+  }
+  return n;
+}
+
+namespace {
+
+void warn_nonfinite(std::FILE* warn, const std::string& path, const char* name, const std::vector<uint8_t>& rows,
+                    const dfsel_tensor& t) {
+  const int64_t bad = count_nonfinite(rows, t.type), all = t.ne[0] * t.ne[1];
+  if (bad == 0 || !warn) return;
+  const std::string count = bad == all ? "all " + std::to_string(all) + " values are"
+                                       : std::to_string(bad) + " of " + std::to_string(all) +
+                                             (bad == 1 ? " values is" : " values are");
+  std::fprintf(warn,
+               "dfsel: warning: %s: %s: %s NaN or infinite; a score that reads one is NaN (outside the "
+               "selector's contract, docs/SPEC.md 2.4), and the run goes on\n",
+               path.c_str(), name, count.c_str());
+}
+
+}  // namespace
+
+void copy_weights(OpenDraft* d, HostData* h, std::FILE* log, std::FILE* warn) {
   const auto t0 = std::chrono::steady_clock::now();
   copy_rows(d->e_prev, &h->e_prev);
   copy_rows(d->e_next, &h->e_next);
@@ -163,6 +206,11 @@ void copy_weights(OpenDraft* d, HostData* h, std::FILE* log) {
   dfsel_gguf_close(d->g);
   d->g = nullptr;
   if (log) std::fprintf(log, "  weights read in %.2f s\n", seconds_since(t0));
+  // The library reads the codebooks only where a step needs them, so a draft of NaN or infinite
+  // weights ran without a word (DSpark's conf_w and scale, a few values, are refused by name).
+  warn_nonfinite(warn, d->path, "selector_predecessor.weight", h->e_prev, d->e_prev);
+  warn_nonfinite(warn, d->path, "selector_successor.weight", h->e_next, d->e_next);
+  warn_nonfinite(warn, d->path, "selector_hidden.weight", h->w_h, d->w_h);
 }
 
 // The scales make both terms of a score count, as in a trained draft (SPEC section 2):

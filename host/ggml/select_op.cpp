@@ -121,7 +121,8 @@ Status check_input(const ggml_tensor* t, const char* role, int64_t width, const 
     return fail(DFSEL_INVALID_ARGUMENT, "%s tensor %s: ne[0] = %" PRId64 ", the plan's %s is %" PRId64, role,
                 nm.c_str(), t->ne[0], width_name, width);
   }
-  return Status::success();
+  // Where its address is known already, a misaligned view is refused now, not at compute.
+  return dfsel::ggml::check_alignment(t, dfsel::ggml::element_alignment(t));
 }
 
 Status check_select(const dfsel_ggml_op* op, const ggml_tensor* logits, const ggml_tensor* hidden,
@@ -155,7 +156,7 @@ Status check_select(const dfsel_ggml_op* op, const ggml_tensor* logits, const gg
                 an.c_str(), anchors->ne[0], anchors->ne[1], anchors->ne[2], anchors->ne[3], anchors->nb[0], n_blocks,
                 ln.c_str());
   }
-  return Status::success();
+  return dfsel::ggml::check_alignment(anchors, sizeof(int32_t));
 }
 
 // Tensor t's view restricted to token rows [r0, r0 + n).
@@ -175,10 +176,20 @@ Status run_share(dfsel_ggml_op* op, ggml_tensor* dst, int ith, int64_t b0, int64
     return fail(DFSEL_INVALID_ARGUMENT, "tensor %s has no data (not allocated)",
                 dfsel::ggml::display_name(anchors->data ? dst : anchors).c_str());
   }
+  DFSEL_TRY(dfsel::ggml::check_alignment(anchors, sizeof(int32_t)));
+  // Checked here, by the index the engine wrote: the plan sees this thread's blocks alone, and
+  // would name anchor b0 + i as its own anchors[i].
+  const int32_t* ids = static_cast<const int32_t*>(anchors->data);
+  for (int64_t b = b0; b < b1; ++b) {
+    if (ids[b] < 0 || ids[b] >= op->desc.config.n_vocab) {
+      return fail(DFSEL_INVALID_ARGUMENT, "anchors tensor %s: anchors[%" PRId64 "] = %d is outside [0, %" PRId64 ")",
+                  dfsel::ggml::display_name(anchors).c_str(), b, ids[b], op->desc.config.n_vocab);
+    }
+  }
   dfsel_inputs in{};
   in.logits = rows_of(lv, b0 * block, (b1 - b0) * block);
   in.hidden = rows_of(hv, b0 * block, (b1 - b0) * block);
-  in.anchors = static_cast<const int32_t*>(anchors->data) + b0;
+  in.anchors = ids + b0;
   in.n_blocks = (int32_t)(b1 - b0);
   dfsel_outputs out{};
   out.packed = reinterpret_cast<float*>(static_cast<uint8_t*>(dst->data) + (size_t)(b0 * block) * dst->nb[1]);

@@ -95,17 +95,31 @@ Status check_layout(const ggml_tensor* t) {
   return Status::success();
 }
 
+size_t element_alignment(const ggml_tensor* t) {
+  return t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_I32 ? 4 : 2;
+}
+
+Status check_alignment(const ggml_tensor* t, size_t align) {
+  if (t->data) {
+    if ((uintptr_t)t->data % align == 0) return Status::success();
+    return fail(DFSEL_INVALID_ARGUMENT, "tensor %s: data %p is not aligned to %zu bytes", display_name(t).c_str(),
+                t->data, align);
+  }
+  if (t->view_src && !t->view_src->data && t->view_offs % align != 0) {
+    return fail(DFSEL_INVALID_ARGUMENT,
+                "tensor %s: a view at offset %zu into %s, so its data will not be aligned to %zu bytes",
+                display_name(t).c_str(), t->view_offs, display_name(t->view_src).c_str(), align);
+  }
+  return Status::success();
+}
+
 Status to_view(const ggml_tensor* t, dfsel_tensor* out) {
   DFSEL_TRY(check_layout(t));
   const std::string name = display_name(t);
   if (!t->data) {
     return fail(DFSEL_INVALID_ARGUMENT, "tensor %s has no data (not allocated yet)", name.c_str());
   }
-  const size_t align = t->type == GGML_TYPE_F32 ? 4 : 2;
-  if ((uintptr_t)t->data % align != 0) {
-    return fail(DFSEL_INVALID_ARGUMENT, "tensor %s: data %p is not aligned to %zu bytes", name.c_str(),
-                t->data, align);
-  }
+  DFSEL_TRY(check_alignment(t, t->type == GGML_TYPE_F32 ? 4 : 2));
   dfsel_tensor v{};
   v.data = t->data;
   v.type = static_cast<dfsel_type>(t->type);  // ggml's ids are dfsel's (include/dfsel/dfsel.h)

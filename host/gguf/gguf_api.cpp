@@ -13,10 +13,10 @@ using dfsel::gguf::check_index;
 using dfsel::gguf::copy_message;
 using dfsel::gguf::fail;
 
-extern "C" {
-
 namespace {
 
+// Outside the extern "C" block: a name there has C linkage even in an anonymous namespace, and
+// the archive would define the global C symbol open_draft (scripts/check-symbols.sh).
 dfsel_status open_draft(const char* path, int64_t v_begin, int64_t v_end, bool copy, dfsel_gguf** out,
                         char* msg, size_t msg_len) {
   copy_message("", msg, msg_len);
@@ -52,6 +52,8 @@ dfsel_status open_draft(const char* path, int64_t v_begin, int64_t v_end, bool c
 }
 
 }  // namespace
+
+extern "C" {
 
 dfsel_status dfsel_gguf_open(const char* path, int64_t v_begin, int64_t v_end, dfsel_gguf** out,
                              char* msg, size_t msg_len) {

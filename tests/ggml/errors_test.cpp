@@ -226,5 +226,69 @@ TEST_F(GgmlOpSelect, AFailureInsideTheNodeIsKeptAndItsRowsAreNaN) {
   }
 }
 
+// A view whose data cannot be read where it lies (an F32 row two bytes off its element, an
+// F16 one a byte off, I32 anchors two bytes off) is refused when the node is made: its address
+// is known there (allocated), or its offset into a tensor a graph allocator will place is,
+// and no buffer's alignment makes it readable. Found only at compute, it was a NaN share.
+TEST_F(GgmlOpSelect, RefusesAMisalignedViewWhenTheNodeIsMade) {
+  ggml_context* c = s.ctx.get();
+  ggml_tensor* wide = s.input(GGML_TYPE_F32, SmallOp::V + 1, T, "wide_logits");
+  ggml_tensor* z_off = named(ggml_view_2d(c, wide, SmallOp::V, T, wide->nb[1], 2), "logits_off");
+  ggml_tensor* wide_h = s.input(GGML_TYPE_F16, SmallOp::E + 1, T, "wide_hidden");
+  ggml_tensor* h_off = named(ggml_view_2d(c, wide_h, SmallOp::E, T, wide_h->nb[1], 1), "hidden_off");
+  ggml_tensor* a_wide = s.anchors(SmallOp::blocks + 1, 3);
+  ggml_tensor* a_off = named(ggml_view_1d(c, a_wide, SmallOp::blocks, 2), "anchors_off");
+  GgmlContext later(1u << 20, /*no_alloc=*/true);  // placed by a graph allocator afterwards
+  ggml_tensor* unplaced = ggml_new_tensor_2d(later.get(), GGML_TYPE_F32, SmallOp::V + 1, T);
+  ggml_tensor* z_later = named(ggml_view_2d(later.get(), unplaced, SmallOp::V, T, unplaced->nb[1], 6), "logits_later");
+  struct Refusal {
+    ggml_tensor *z, *h, *a;
+    const char* says;
+  };
+  const Refusal cases[] = {
+      {z_off, h, a, "'logits_off'"},
+      {z, h_off, a, "'hidden_off'"},
+      {z, h, a_off, "'anchors_off'"},
+      {z_later, h, a, "'logits_later'"},
+  };
+  for (const Refusal& r : cases) {
+    SCOPED_TRACE(r.says);
+    ggml_tensor* out = reinterpret_cast<ggml_tensor*>(0x1);
+    EXPECT_EQ(DFSEL_INVALID_ARGUMENT, dfsel_ggml_select(c, s.op, r.z, r.h, r.a, &out));
+    EXPECT_EQ(nullptr, out);
+    const std::string err = dfsel_ggml_op_last_error(s.op);
+    EXPECT_NE(std::string::npos, err.find(r.says)) << err;
+    EXPECT_NE(std::string::npos, err.find("aligned")) << err;
+  }
+  EXPECT_EQ(DFSEL_SUCCESS, dfsel_ggml_op_check(s.op));
+}
+
+// With more than one graph thread, each thread's plan sees its own slice of the anchors; the
+// refusal names the index the engine wrote, not the index inside the slice.
+TEST(GgmlOp, AnAnchorOutOfRangeIsNamedByItsIndexInTheTensor) {
+  SmallOp s;
+  constexpr int blocks = 4;
+  dfsel_plan_desc d = s.desc();
+  d.config.max_blocks = blocks;
+  d.n_threads = 2;
+  char msg[512] = "";
+  ASSERT_EQ(DFSEL_SUCCESS, dfsel_ggml_op_create(&d, &s.op, msg, sizeof msg)) << msg;
+  const int64_t T = (int64_t)blocks * SmallOp::block;
+  ggml_tensor* z = s.input(GGML_TYPE_F32, SmallOp::V, T, "logits");
+  ggml_tensor* h = s.input(GGML_TYPE_F32, SmallOp::E, T, "hidden");
+  ggml_tensor* a = s.anchors(blocks, 3);
+  static_cast<int32_t*>(a->data)[3] = -5;  // thread 1's second block
+  ggml_tensor* out = nullptr;
+  ASSERT_EQ(DFSEL_SUCCESS, dfsel_ggml_select(s.ctx.get(), s.op, z, h, a, &out)) << dfsel_ggml_op_last_error(s.op);
+  ggml_cgraph* gf = ggml_new_graph(s.ctx.get());
+  ggml_build_forward_expand(gf, out);
+  ASSERT_EQ(GGML_STATUS_SUCCESS, ggml_graph_compute_with_ctx(s.ctx.get(), gf, 2));
+  EXPECT_EQ(DFSEL_INVALID_ARGUMENT, dfsel_ggml_op_check(s.op));
+  const std::string err = dfsel_ggml_op_last_error(s.op);
+  EXPECT_NE(std::string::npos, err.find("anchors[3] = -5")) << err;
+  EXPECT_NE(std::string::npos, err.find("'anchors'")) << err;
+  EXPECT_EQ(std::string::npos, err.find("anchors[1]")) << err;
+}
+
 }  // namespace
 }  // namespace dfsel::test
