@@ -1,10 +1,11 @@
-// ggml's meta backend with a tensor split along the vocabulary (integrations/ggml/0004): the
-// binary ops of it and a mirrored tensor against the same op on one device, bit for bit, every
-// device's part of the result its own. The meta device spans two of ggml's CPU devices (in a CUDA
-// build also two ggml-cuda devices, GGML_CUDA_DEVICES=2 on one GPU), the split uneven (40/60,
-// 1/99, 0/100, 97/3), the values with -inf, +inf and NaN. The harness judges as test-backend-ops
-// judges TOP_K too (no id twice, every id in range, the values at the ids as multisets), for the
-// rules to come. A split in two segments still aborts.
+// ggml's meta backend with a tensor split along the vocabulary (integrations/ggml/0004 and
+// 0005): the binary ops of it and a mirrored tensor, and views of whole slices of it, against the
+// same op on one device, bit for bit, every device's part of the result its own. The meta device
+// spans two of ggml's CPU devices (in a CUDA build also two ggml-cuda devices,
+// GGML_CUDA_DEVICES=2 on one GPU), the split uneven (40/60, 1/99, 0/100, 97/3), the values with
+// -inf, +inf and NaN. The harness judges as test-backend-ops judges TOP_K too (no id twice, every
+// id in range, the values at the ids as multisets), for the rules to come. A split in two
+// segments still aborts.
 #include <gtest/gtest.h>
 
 #include <ggml-alloc.h>
@@ -264,6 +265,18 @@ std::vector<Case> cases() {
                    Case::kBitwise, 0});
     out.push_back({"AddBroadcastRows_" + sn, s, kV, kR, 1, 1, Values::kDistinct,
                    [](ggml_context* ctx, const Inputs& in) { return ggml_add(ctx, in.x, in.mb); }, Case::kBitwise, 0});
+    // Every other row of x, kept split (as position i of every block of the logits) (0005).
+    out.push_back({"ViewRowsAdd_" + sn, s, kV, kR, 1, 1, Values::kDistinct,
+                   [](ggml_context* ctx, const Inputs& in) {
+                     ggml_tensor* rows = ggml_view_2d(ctx, in.x, kV, 3, 2 * in.x->nb[1], in.x->nb[1]);
+                     return ggml_add(ctx, rows, ggml_view_2d(ctx, in.m, kV, 3, in.m->nb[1], 0));
+                   },
+                   Case::kBitwise, 0});
+    out.push_back({"ViewRowsCont_" + sn, s, kV, kR, 1, 1, Values::kDistinct,
+                   [](ggml_context* ctx, const Inputs& in) {
+                     return ggml_cont(ctx, ggml_view_2d(ctx, in.x, kV, 3, 2 * in.x->nb[1], in.x->nb[1]));
+                   },
+                   Case::kBitwise, 0});
   }
   // Split along the rows: the binary ops' rule takes any axis.
   out.push_back({"Mul_rows_3_4", Split{1, 1, {3, 4}}, kV, kR, 1, 1, Values::kDistinct,
