@@ -1,11 +1,12 @@
-// ggml's meta backend with a tensor split along the vocabulary (integrations/ggml/0004 and
-// 0005): the binary ops of it and a mirrored tensor, and views of whole slices of it, against the
-// same op on one device, bit for bit, every device's part of the result its own. The meta device
-// spans two of ggml's CPU devices (in a CUDA build also two ggml-cuda devices,
-// GGML_CUDA_DEVICES=2 on one GPU), the split uneven (40/60, 1/99, 0/100, 97/3), the values with
-// -inf, +inf and NaN. The harness judges as test-backend-ops judges TOP_K too (no id twice, every
-// id in range, the values at the ids as multisets), for the rules to come. A split in two
-// segments still aborts.
+// ggml's meta backend with a tensor split along the vocabulary (integrations/ggml/0004 to 0006):
+// binary ops, views, TOP_K, ARGMAX and GET_ROWS over it against the same op on one device, judged as
+// test-backend-ops judges TOP_K: no id twice, every id in range, and the values at the ids as
+// multisets (the same ids where the k-th value is not tied); gathered rows and elementwise results
+// bit for bit; every device's copy of a mirrored result the same bytes. The meta device spans two
+// of ggml's CPU devices (in a CUDA build also two ggml-cuda devices, GGML_CUDA_DEVICES=2 on one
+// GPU), the split uneven (40/60, 1/99, 0/100, 97/3), the values distinct, tied, or with -inf, +inf
+// and NaN (a row with NaN: only its ids are judged, ggml leaves the order of NaN to the backend).
+// Shapes the rules do not cover (a split in two segments, ARGSORT) still abort.
 #include <gtest/gtest.h>
 
 #include <ggml-alloc.h>
@@ -277,6 +278,34 @@ std::vector<Case> cases() {
                      return ggml_cont(ctx, ggml_view_2d(ctx, in.x, kV, 3, 2 * in.x->nb[1], in.x->nb[1]));
                    },
                    Case::kBitwise, 0});
+    // TOP_K, ARGMAX and GET_ROWS (0006).
+    const Values values[] = {Values::kDistinct, Values::kTies, Values::kSpecial};
+    const char* value_names[] = {"distinct", "ties", "special"};
+    for (int v = 0; v < 3; ++v) {
+      const std::string vn = sn + "_" + value_names[v];
+      for (int64_t k : {1, 5, 16, 100}) {
+        out.push_back({"TopK_k" + std::to_string(k) + "_" + vn, s, kV, kR, 1, 1, values[v],
+                       [k](ggml_context* ctx, const Inputs& in) { return ggml_top_k(ctx, in.x, (int)k); },
+                       Case::kSelect, k});
+      }
+      out.push_back({"TopKEveryOtherRow_" + vn, s, kV, kR, 1, 1, values[v],
+                     [](ggml_context* ctx, const Inputs& in) {
+                       return ggml_top_k(ctx, ggml_view_2d(ctx, in.x, kV, 3, 2 * in.x->nb[1], 0), 16);
+                     },
+                     Case::kSelect, 16, 2});
+      out.push_back({"Argmax_" + vn, s, kV, kR, 1, 1, values[v],
+                     [](ggml_context* ctx, const Inputs& in) { return ggml_argmax(ctx, in.x); }, Case::kSelect, 1});
+    }
+    // The selector's unary gather: the candidates' logits, from {1, V, rows}.
+    out.push_back({"GetRowsUnary_" + sn, s, kV, kR, 16, kR, Values::kDistinct,
+                   [](ggml_context* ctx, const Inputs& in) {
+                     return ggml_get_rows(ctx, ggml_reshape_3d(ctx, in.x, 1, kV, kR), in.ids);
+                   },
+                   Case::kBitwise, 0});
+    // Rows of a table split along its rows, as an embedding split across devices.
+    out.push_back({"GetRowsTable_" + sn, Split{1, 1, {s.ne[0], s.ne[1]}}, kE, kV, 9, 1, Values::kSpecial,
+                   [](ggml_context* ctx, const Inputs& in) { return ggml_get_rows(ctx, in.x, in.ids); },
+                   Case::kBitwise, 0});
   }
   // Split along the rows: the binary ops' rule takes any axis.
   out.push_back({"Mul_rows_3_4", Split{1, 1, {3, 4}}, kV, kR, 1, 1, Values::kDistinct,
@@ -321,8 +350,16 @@ void refused(const Split& s, const std::function<ggml_tensor*(ggml_context*, con
 TEST(GgmlMetaSplitOpsDeathTest, ShapesTheRulesDoNotCoverAbort) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const Split segments{0, 2, {20, 30, 20, 30}};  // two segments, each split 20/30
+  EXPECT_DEATH(refused(segments, [](ggml_context* ctx, const Inputs& in) { return ggml_top_k(ctx, in.x, 4); }),
+               "GGML_ASSERT\\(src_ss\\[0\\].n_segments == 1 && src_ss\\[0\\].nr\\[0\\] == 1\\) failed");
   EXPECT_DEATH(refused(segments, [](ggml_context* ctx, const Inputs& in) { return ggml_add(ctx, in.x, in.m); }),
                "GGML_ASSERT\\(ret.axis != GGML_BACKEND_SPLIT_AXIS_UNKNOWN\\) failed");
+  const Split halves{0, 1, {40, 60}};
+  EXPECT_DEATH(refused(halves, [](ggml_context* ctx, const Inputs& in) { return ggml_argsort(ctx, in.x, GGML_SORT_ORDER_DESC); }),
+               "GGML_ASSERT\\(src_ss\\[0\\].axis != GGML_BACKEND_SPLIT_AXIS_0\\) failed");
+  const Split row_segments{1, 2, {2, 1, 2, 2}};  // a table's 7 rows in two segments
+  EXPECT_DEATH(refused(row_segments, [](ggml_context* ctx, const Inputs& in) { return ggml_get_rows(ctx, in.x, in.ids); }),
+               "GGML_ASSERT\\(src_ss\\[0\\].n_segments == 1 && src_ss\\[0\\].nr\\[0\\] == 1\\) failed");
 }
 
 }  // namespace
