@@ -307,6 +307,76 @@ void meta_route(ggml_backend_dev_t d0, ggml_backend_dev_t d1) {
               ggml_backend_dev_name(d0), stats.compared, stats.scores, stats.worst_rel, stats.near_ties);
 }
 
+#if defined(DFSEL_GGML_META_GATHER)
+// llama.cpp's in-graph selector itself under the meta backend, output.weight split along the
+// vocabulary (ggml patched with integrations/ggml/0004 and 0005: ggml_top_k and the unary gather
+// over the split logits): every device holds the same packed rows, those of one device with the
+// head mirrored: the same candidate sets, every score by id within tol of the row's largest
+// (0 on CPU devices: each score is computed the same way on both sides).
+void in_graph_selector(ggml_backend_dev_t d0, ggml_backend_dev_t d1, double tol) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Values v(seed);
+  ggml_backend_dev_t devs[2] = {d0, d1};
+  ggml_backend_dev_t meta = ggml_backend_meta_device(devs, 2, split_output_weight, const_cast<int64_t*>(kRows));
+  BackendPtr backend(ggml_backend_dev_init(meta, nullptr), ggml_backend_free);
+  ASSERT_NE(nullptr, backend);
+  Draft d;
+  ASSERT_EQ("", d.make(ggml_backend_dev_buffer_type(meta), v, true));
+  ASSERT_EQ(GGML_STATUS_SUCCESS, ggml_backend_graph_compute(backend.get(), d.graph));
+  std::vector<float> rows[2];
+  size_t head_bytes[2] = {0, 0};
+  for (size_t j = 0; j < 2; ++j) {
+    const ggml_tensor* peer = ggml_backend_meta_simple_tensor(d.peer, j);
+    const ggml_tensor* head = ggml_backend_meta_simple_tensor(d.lm_head, j);
+    ASSERT_NE(nullptr, peer);
+    ASSERT_NE(nullptr, head);
+    ASSERT_EQ(ggml_nbytes(d.peer), ggml_nbytes(peer)) << "device " << j << " has no whole copy of the rows";
+    rows[j].resize((size_t)(kE * kT));
+    ggml_backend_tensor_get(peer, rows[j].data(), 0, ggml_nbytes(peer));
+    head_bytes[j] = ggml_nbytes(head);
+  }
+  EXPECT_EQ(-1, first_bit_diff(rows[0].data(), rows[1].data(), rows[0].size())) << "the devices' rows differ";
+  const size_t mirrored = (size_t)kE * kV * 4;
+  std::printf("in-graph selector under the meta backend (%s): lm_head bytes a device %zu and %zu of %zu mirrored\n",
+              ggml_backend_dev_name(d0), head_bytes[0], head_bytes[1], mirrored);
+  EXPECT_LE(head_bytes[0], mirrored / 2 + kE * 4);
+  EXPECT_LE(head_bytes[1], mirrored / 2 + kE * 4);
+
+  BackendPtr one(ggml_backend_dev_init(d0, nullptr), ggml_backend_free);
+  Draft m;
+  ASSERT_EQ("", m.make(ggml_backend_dev_buffer_type(d0), v, true));
+  ASSERT_EQ(GGML_STATUS_SUCCESS, ggml_backend_graph_compute(one.get(), m.graph));
+  std::vector<float> want((size_t)(kE * kT)), logits((size_t)(kV * kT));
+  ggml_backend_tensor_get(m.peer, want.data(), 0, want.size() * 4);
+  ggml_backend_tensor_get(m.logits, logits.data(), 0, logits.size() * 4);
+  const PackedLayout lay{kE, kK, kB, kBlocks};
+  PackedStats stats;
+  EXPECT_EQ("", compare_packed(lay, want.data(), rows[0].data(), logits, kV,
+                               [tol](int, int, int32_t, int32_t, double row_max) { return tol * row_max; }, &stats));
+  EXPECT_EQ(0, stats.tie_swaps) << "other candidates than one device's";
+  EXPECT_EQ(stats.scores, stats.compared);
+  std::printf("in-graph selector under the meta backend (%s): %ld scores, worst %.2e of the row\n",
+              ggml_backend_dev_name(d0), stats.scores, stats.worst_rel);
+}
+
+TEST(GgmlMetaInGraph, SelectorOnTwoCpuDevicesIsOneDevices) {
+  ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+  ASSERT_NE(nullptr, cpu);
+  in_graph_selector(cpu, cpu, 0.0);
+}
+
+#if defined(DFSEL_META_TEST_CUDA)
+TEST(GgmlMetaInGraph, SelectorOnTwoCudaDevicesIsOneDevices) {
+  std::vector<ggml_backend_dev_t> gpus;
+  for (size_t i = 0; i < ggml_backend_dev_count(); ++i)
+    if (ggml_backend_dev_type(ggml_backend_dev_get(i)) == GGML_BACKEND_DEVICE_TYPE_GPU) gpus.push_back(ggml_backend_dev_get(i));
+  if (gpus.size() < 2) GTEST_SKIP() << "needs two ggml GPU devices (GGML_CUDA_DEVICES=2 on one GPU)";
+  in_graph_selector(gpus[0], gpus[1], kPeerRelative);
+}
+#endif
+#endif  // DFSEL_GGML_META_GATHER
+
 TEST(GgmlMetaRoute, TwoCpuDevicesReadInPlace) {
   ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
   ASSERT_NE(nullptr, cpu);
