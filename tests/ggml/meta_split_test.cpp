@@ -199,46 +199,12 @@ TEST(GgmlMetaSplitDeathTest, ANodeOverTheVocabularySplitLogitsIsRefused) {
                  return ggml_custom_4d(ctx, GGML_TYPE_F32, kVocab, kTokens, 1, 1, args, 1, logged_copy, 1, &log);
                }),
                "GGML_ASSERT\\(ret.axis != GGML_BACKEND_SPLIT_AXIS_UNKNOWN\\) failed");
-#if !defined(DFSEL_GGML_META_GATHER)
   // ggml's own row-wise selection is refused the same way: no top-k over the split rows.
   EXPECT_DEATH(build_refused([](ggml_context* ctx, ggml_tensor*, ggml_tensor* logits) {
                  return ggml_top_k(ctx, logits, 16);
                }),
                "GGML_ASSERT\\(src_ss\\[0\\].axis != GGML_BACKEND_SPLIT_AXIS_0\\) failed");
-#endif
 }
-
-#if defined(DFSEL_GGML_META_GATHER)
-// With ggml patched by integrations/ggml/ (a top-k over rows split across devices: each device's
-// candidates all-gathered and merged), the top-k over the split rows that stock ggml refuses
-// (above) runs: both devices hold the ids of the 16 largest logits of each token.
-TEST(GgmlMetaSplit, TopKOverTheVocabularySplitLogitsRuns) {
-  constexpr int kK = 16;
-  MetaDraft d;
-  ASSERT_TRUE(d.build([](ggml_context* ctx, ggml_tensor*, ggml_tensor* logits) { return ggml_top_k(ctx, logits, kK); }));
-  ASSERT_EQ(GGML_STATUS_SUCCESS, ggml_backend_graph_compute(d.backend.get(), d.graph));
-  std::vector<float> z(size_t(kVocab * kTokens));
-  ggml_backend_tensor_get(d.logits, z.data(), 0, ggml_nbytes(d.logits));
-  for (size_t j = 0; j < 2; ++j) {
-    const ggml_tensor* ids = ggml_backend_meta_simple_tensor(d.node, j);
-    ASSERT_NE(nullptr, ids);
-    std::vector<int32_t> got(size_t(kK * kTokens));
-    ASSERT_EQ(got.size() * 4, ggml_nbytes(ids));
-    ggml_backend_tensor_get(ids, got.data(), 0, ggml_nbytes(ids));
-    for (int64_t t = 0; t < kTokens; ++t) {
-      std::vector<int32_t> want((size_t)kVocab);
-      for (int32_t v = 0; v < kVocab; ++v) want[size_t(v)] = v;
-      const float* row = z.data() + t * kVocab;
-      std::partial_sort(want.begin(), want.begin() + kK, want.end(), [row](int32_t a, int32_t b) { return row[a] > row[b]; });
-      want.resize(kK);
-      std::vector<int32_t> row_ids(got.begin() + t * kK, got.begin() + (t + 1) * kK);
-      std::sort(want.begin(), want.end());
-      std::sort(row_ids.begin(), row_ids.end());
-      EXPECT_EQ(want, row_ids) << "device " << j << ", token " << t;
-    }
-  }
-}
-#endif
 
 // The meta backend's per-device tensors are reached through a static function of ggml: a
 // shared ggml exports the meta device and backend accessors, not that one.
